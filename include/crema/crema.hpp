@@ -1,0 +1,16 @@
+#pragma once
+
+// Everything in crema that needs nothing but a C++20 compiler, {fmt} and concurrentqueue.
+// Headers of the optional components (CUDA, NCCL, LMDB, images, MPI) are included one by one.
+
+#include <crema/core/error.hpp>
+#include <crema/memory/device_span.hpp>
+#include <crema/memory/emulated_device_resource.hpp>
+#include <crema/memory/emulated_stream.hpp>
+#include <crema/memory/head.hpp>
+#include <crema/memory/host_malloc_resource.hpp>
+#include <crema/memory/limiting_resource_adaptor.hpp>
+#include <crema/memory/resource.hpp>
+#include <crema/memory/synced_buffer.hpp>
+#include <crema/memory/typed_buffer.hpp>
+#include <crema/version.hpp>
