@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages crema's build, tests, demo and benchmarks need, when missing.
+# Idempotent and quiet when everything is there. Run as root (or with sudo) on Debian 12.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  libfmt-dev libconcurrentqueue-dev doctest-dev libbenchmark-dev
+  liblmdb-dev libopenmpi-dev openmpi-bin
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
