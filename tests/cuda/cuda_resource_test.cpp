@@ -1,0 +1,120 @@
+// The CUDA resources, built with the host compiler against the CUDA runtime. Where there is no
+// device the tests that need one say so and CTest reports them skipped; the failure paths that
+// a machine without a GPU exercises for real are tested there instead.
+#include <crema/core/cuda/cuda_try.hpp>
+#include <crema/core/cuda/device.hpp>
+#include <crema/memory/cuda/cuda_async_device_resource.hpp>
+#include <crema/memory/cuda/cuda_device_resource.hpp>
+#include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/cuda/host_pinned_resource.hpp>
+#include <crema/memory/cuda/synced_buffer.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+// Every member of the CUDA buffer compiles.
+template class crema::synced_buffer<float, crema::host_pinned_resource, crema::cuda_device_resource>;
+template class crema::synced_buffer<float, crema::host_pinned_resource,
+                                    crema::cuda_async_device_resource>;
+
+namespace {
+
+bool skip_without_device() {
+  if (crema::cuda::device_count() > 0) return false;
+  std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
+  return true;
+}
+
+}  // namespace
+
+TEST_SUITE("cuda resources") {
+  TEST_CASE("the CUDA resources and stream model crema's concepts") {
+    static_assert(crema::host_resource<crema::host_pinned_resource>);
+    static_assert(crema::device_resource<crema::cuda_device_resource>);
+    static_assert(crema::device_resource<crema::cuda_async_device_resource>);
+    static_assert(crema::stream_policy<crema::cuda_stream>);
+    static_assert(std::is_same_v<crema::cuda::synced_buffer<float>::stream_type, crema::cuda_stream>);
+    CHECK(crema::cuda::device_count() >= 0);
+  }
+
+  TEST_CASE("a failing CUDA call throws cuda_error naming the call and the CUDA error") {
+    try {
+      CREMA_CUDA_TRY(cudaSetDevice(-1));
+      FAIL("cudaSetDevice(-1) succeeded");
+    } catch (const crema::cuda_error& e) {
+      const std::string message = e.what();
+      CHECK(message.rfind("cudaSetDevice(-1) failed: cudaError", 0) == 0);
+      CHECK(e.code() != 0);
+    }
+  }
+
+  TEST_CASE("without a device, allocations throw allocation_error and never crash") {
+    if (crema::cuda::device_count() > 0) {
+      std::printf("crema-test-skip: a CUDA device is present; this tests the path without one\n");
+      return;
+    }
+    crema::cuda_device_resource device(0);
+    CHECK_THROWS_WITH_AS((void)device.allocate(1024),
+                         doctest::Contains("cannot allocate 1024 bytes of device memory: cuda"),
+                         crema::allocation_error);
+    crema::host_pinned_resource pinned;
+    CHECK_THROWS_WITH_AS((void)pinned.allocate(64),
+                         doctest::Contains("cannot allocate 64 bytes of pinned host memory"),
+                         crema::allocation_error);
+    CHECK_THROWS_AS(crema::cuda_stream{}, crema::cuda_error);
+    crema::synced_buffer<int, crema::host_malloc_resource, crema::cuda_device_resource> buffer(
+        8, {}, crema::cuda_device_resource(0));
+    buffer.mutable_host()[0] = 1;
+    CHECK_THROWS_AS((void)buffer.device(), crema::allocation_error);
+    CHECK(buffer.head() == crema::head::at_host);  // the failure changed nothing
+    CHECK(buffer.host()[0] == 1);
+  }
+
+  TEST_CASE("a device resource allocates, fills, copies both ways and names its device") {
+    if (skip_without_device()) return;
+    crema::cuda_device_resource device;
+    CHECK(device.device_id() == crema::cuda::current_device());
+    std::vector<int> source(1000);
+    std::iota(source.begin(), source.end(), 0);
+    std::vector<int> back(1000, -1);
+    void* on_device = device.allocate(4000, 256);
+    device.copy_to_device(on_device, source.data(), 4000);
+    device.copy_to_host(back.data(), on_device, 4000);
+    CHECK(back == source);
+    device.fill_zero(on_device, 4000);
+    crema::cuda_stream stream;
+    device.copy_to_host_async(back.data(), on_device, 4000, stream);
+    stream.synchronize();
+    CHECK(back == std::vector<int>(1000, 0));
+    device.deallocate(on_device, 4000, 256);
+  }
+
+  TEST_CASE("a CUDA synced_buffer uploads asynchronously and is synced only after the copy") {
+    if (skip_without_device()) return;
+    crema::cuda_stream stream;
+    crema::cuda::synced_buffer<float> buffer(1 << 20);
+    auto host = buffer.mutable_host();
+    std::iota(host.begin(), host.end(), 0.0f);
+    buffer.upload_async(stream);
+    buffer.wait();
+    CHECK(buffer.head() == crema::head::synced);
+    (void)buffer.mutable_device();
+    CHECK(buffer.host()[12345] == 12345.0f);
+  }
+
+  TEST_CASE("stream-ordered device memory works from its own stream and another") {
+    if (skip_without_device()) return;
+    crema::cuda_stream allocations;
+    crema::cuda_stream copies;
+    crema::synced_buffer<float, crema::host_pinned_resource, crema::cuda_async_device_resource>
+        buffer(4096, {}, crema::cuda_async_device_resource(allocations));
+    std::ranges::fill(buffer.mutable_host(), 2.0f);
+    buffer.upload_async(copies);
+    (void)buffer.mutable_device();
+    CHECK(buffer.host()[4095] == 2.0f);
+  }
+}
