@@ -19,10 +19,13 @@ namespace detail {
   if (!std::has_single_bit(alignment)) {
     throw allocation_error(bytes, side, fmt::format("alignment {} is not a power of two", alignment));
   }
+  // No object may be larger than PTRDIFF_MAX bytes; refusing here also keeps sanitizer
+  // allocators, which do not all check, from handing out a pointer for it.
+  constexpr auto largest = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
   void* pointer = nullptr;
   if (alignment <= alignof(std::max_align_t)) {
-    pointer = std::malloc(bytes == 0 ? 1 : bytes);
-  } else if (bytes <= std::numeric_limits<std::size_t>::max() - alignment) {
+    if (bytes <= largest) pointer = std::malloc(bytes == 0 ? 1 : bytes);
+  } else if (bytes <= largest - alignment) {
     pointer = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
   }
   if (pointer == nullptr) throw allocation_error(bytes, side);

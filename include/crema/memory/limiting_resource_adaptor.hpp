@@ -12,11 +12,39 @@
 namespace crema {
 namespace detail {
 
-template <class Upstream>
-struct stream_type_of {};
-template <device_resource Upstream>
-struct stream_type_of<Upstream> {
+// What an adaptor forwards to a device upstream: its stream type, copies and device id. A host
+// upstream has none of them, and neither has the adaptor then.
+template <class Derived, class Upstream>
+class device_forwarding {};
+
+template <class Derived, device_resource Upstream>
+class device_forwarding<Derived, Upstream> {
+ public:
   using stream_type = typename Upstream::stream_type;
+
+  void fill_zero(void* destination, std::size_t bytes) {
+    upstream().fill_zero(destination, bytes);
+  }
+  void copy_to_device(void* destination, const void* source, std::size_t bytes) {
+    upstream().copy_to_device(destination, source, bytes);
+  }
+  void copy_to_host(void* destination, const void* source, std::size_t bytes) {
+    upstream().copy_to_host(destination, source, bytes);
+  }
+  void copy_to_device_async(void* destination, const void* source, std::size_t bytes,
+                            stream_type& stream) {
+    upstream().copy_to_device_async(destination, source, bytes, stream);
+  }
+  void copy_to_host_async(void* destination, const void* source, std::size_t bytes,
+                          stream_type& stream) {
+    upstream().copy_to_host_async(destination, source, bytes, stream);
+  }
+  [[nodiscard]] int device_id() const {
+    return static_cast<const Derived&>(*this).upstream().device_id();
+  }
+
+ private:
+  Upstream& upstream() { return static_cast<Derived&>(*this).upstream_; }
 };
 
 }  // namespace detail
@@ -32,7 +60,8 @@ struct stream_type_of<Upstream> {
 /// @tparam Upstream a `host_resource` or a `device_resource`
 template <class Upstream>
   requires host_resource<Upstream> || device_resource<Upstream>
-class limiting_resource_adaptor : public detail::stream_type_of<Upstream> {
+class limiting_resource_adaptor
+    : public detail::device_forwarding<limiting_resource_adaptor<Upstream>, Upstream> {
  public:
   /// @param upstream    the resource that provides the memory
   /// @param limit_bytes how many bytes may be allocated at once, in all
@@ -73,40 +102,9 @@ class limiting_resource_adaptor : public detail::stream_type_of<Upstream> {
   /// @return the wrapped resource
   [[nodiscard]] const Upstream& upstream() const noexcept { return upstream_; }
 
-  void fill_zero(void* destination, std::size_t bytes)
-    requires device_resource<Upstream>
-  {
-    upstream_.fill_zero(destination, bytes);
-  }
-  void copy_to_device(void* destination, const void* source, std::size_t bytes)
-    requires device_resource<Upstream>
-  {
-    upstream_.copy_to_device(destination, source, bytes);
-  }
-  void copy_to_host(void* destination, const void* source, std::size_t bytes)
-    requires device_resource<Upstream>
-  {
-    upstream_.copy_to_host(destination, source, bytes);
-  }
-  template <class Stream>
-    requires device_resource<Upstream> && std::same_as<Stream, typename Upstream::stream_type>
-  void copy_to_device_async(void* destination, const void* source, std::size_t bytes,
-                            Stream& stream) {
-    upstream_.copy_to_device_async(destination, source, bytes, stream);
-  }
-  template <class Stream>
-    requires device_resource<Upstream> && std::same_as<Stream, typename Upstream::stream_type>
-  void copy_to_host_async(void* destination, const void* source, std::size_t bytes,
-                          Stream& stream) {
-    upstream_.copy_to_host_async(destination, source, bytes, stream);
-  }
-  [[nodiscard]] int device_id() const
-    requires device_resource<Upstream>
-  {
-    return upstream_.device_id();
-  }
-
  private:
+  friend class detail::device_forwarding<limiting_resource_adaptor, Upstream>;
+
   struct budget {
     explicit budget(std::size_t limit_bytes) : limit(limit_bytes) {}
     const std::size_t limit;

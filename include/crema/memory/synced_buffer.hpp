@@ -215,14 +215,14 @@ class synced_buffer {
   // Runs `op` through the table: wait for a pending copy, do the step's work, move the head.
   // The head moves only after the work succeeded, so a failed allocation changes nothing.
   void access(operation op, stream_type* stream = nullptr) const {
-    wait();
+    if (pending_) [[unlikely]] wait();
     const auto next = transition(head_, op);
     if (!next) {
       detail::fail<state_error>("synced_buffer: {} needs the newest data on its source side, "
                                 "but the head is {}",
                                 to_string(op), to_string(head_));
     }
-    do_work(next->work, stream);
+    if (next->work != action::none) [[unlikely]] do_work(next->work, stream);
     if (stream != nullptr && size_ != 0) {
       pending_.emplace(pending_copy{stream->record(), next->next});
     } else {
