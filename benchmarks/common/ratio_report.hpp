@@ -21,14 +21,17 @@ class ratio_reporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
+    // With --benchmark_repetitions the median stands for a case; otherwise its one run does.
     for (const auto& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.iterations == 0) continue;
-      const std::string name = run.benchmark_name();
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      const bool single = run.run_type == Run::RT_Iteration && run.iterations > 0;
+      if (!median && !single) continue;
+      const std::string name = run.run_name.str();
       const double nanoseconds = run.GetAdjustedRealTime() *
                                  benchmark::GetTimeUnitMultiplier(benchmark::kNanosecond) /
                                  benchmark::GetTimeUnitMultiplier(run.time_unit);
-      if (name.starts_with("crema/")) crema_[name.substr(6)] = nanoseconds;
-      if (name.starts_with("baseline/")) baseline_[name.substr(9)] = nanoseconds;
+      if (name.starts_with("crema/")) record(crema_, name.substr(6), nanoseconds, median);
+      if (name.starts_with("baseline/")) record(baseline_, name.substr(9), nanoseconds, median);
     }
   }
 
@@ -39,14 +42,16 @@ class ratio_reporter : public benchmark::ConsoleReporter {
     fmt::print("{:<40} {:>14} {:>14} {:>8}\n", "case", "crema ns", "baseline ns", "ratio");
     std::string json = fmt::format("{{\"benchmark\": \"{}\", \"ratios\": [", title);
     int pairs = 0;
-    for (const auto& [name, crema_ns] : crema_) {
+    for (const auto& [name, crema_figure] : crema_) {
       const auto baseline = baseline_.find(name);
       if (baseline == baseline_.end()) continue;
-      const double ratio = crema_ns / baseline->second;
-      fmt::print("{:<40} {:>14.2f} {:>14.2f} {:>8.3f}\n", name, crema_ns, baseline->second, ratio);
+      const double crema_ns = crema_figure.nanoseconds;
+      const double baseline_ns = baseline->second.nanoseconds;
+      const double ratio = crema_ns / baseline_ns;
+      fmt::print("{:<40} {:>14.2f} {:>14.2f} {:>8.3f}\n", name, crema_ns, baseline_ns, ratio);
       json += fmt::format("{}{{\"case\": \"{}\", \"crema_ns\": {}, \"baseline_ns\": {}, "
                           "\"ratio\": {}}}",
-                          pairs == 0 ? "" : ", ", name, crema_ns, baseline->second, ratio);
+                          pairs == 0 ? "" : ", ", name, crema_ns, baseline_ns, ratio);
       ++pairs;
     }
     json += "]}\n";
@@ -58,8 +63,18 @@ class ratio_reporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  std::map<std::string, double> crema_;
-  std::map<std::string, double> baseline_;
+  struct figure {
+    double nanoseconds = 0;
+    bool median = false;
+  };
+  static void record(std::map<std::string, figure>& figures, const std::string& name,
+                     double nanoseconds, bool median) {
+    auto& entry = figures[name];
+    if (median || !entry.median) entry = {nanoseconds, median};
+  }
+
+  std::map<std::string, figure> crema_;
+  std::map<std::string, figure> baseline_;
 };
 
 // Runs the registered benchmarks and prints the ratios; returns the process exit code.
