@@ -2,6 +2,7 @@
 // over a device_span's pointer and size, and the whole CUDA buffer flow. Runs only on a GPU.
 #include <crema/crema.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/cuda/fill.cuh>
 #include <crema/memory/cuda/synced_buffer.hpp>
 
 #include <doctest/doctest.h>
@@ -34,4 +35,17 @@ TEST_CASE("a kernel scales a CUDA synced_buffer on the device and the host sees 
   CREMA_CUDA_TRY(cudaGetLastError());
   stream.synchronize();
   CHECK(buffer.host()[99999] == 199998.0f);
+}
+
+TEST_CASE("fill sets every element of a device span on the stream") {
+  if (crema::cuda::device_count() == 0) {
+    std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
+    return;
+  }
+  crema::cuda_stream stream;
+  crema::cuda::synced_buffer<float> buffer(1 << 20);
+  crema::cuda::fill(buffer.mutable_device(), 1.5f, stream);
+  stream.synchronize();
+  CHECK(buffer.host()[0] == 1.5f);
+  CHECK(buffer.host()[(1 << 20) - 1] == 1.5f);
 }
