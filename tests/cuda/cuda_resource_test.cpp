@@ -9,6 +9,8 @@
 #include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/memory/cuda/synced_buffer.hpp>
 
+#include "common/resource_battery.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -20,6 +22,17 @@
 template class crema::synced_buffer<float, crema::host_pinned_resource, crema::cuda_device_resource>;
 template class crema::synced_buffer<float, crema::host_pinned_resource,
                                     crema::cuda_async_device_resource>;
+
+namespace {
+
+}  // namespace
+
+// Stream-ordered memory needs a stream that outlives every resource made here.
+template <>
+crema::cuda_async_device_resource crema::test::make_resource<crema::cuda_async_device_resource>() {
+  static crema::cuda_stream allocations;
+  return crema::cuda_async_device_resource(allocations);
+}
 
 namespace {
 
@@ -52,6 +65,20 @@ TEST_SUITE("cuda resources") {
     }
   }
 
+  TEST_CASE("CUDA resources refuse alignments they cannot honour before asking the driver") {
+    crema::cuda_device_resource device(0);
+    CHECK_THROWS_WITH_AS((void)device.allocate(64, 3),
+                         "cannot allocate 64 bytes of device memory: alignment 3 is not a power "
+                         "of two",
+                         crema::allocation_error);
+    CHECK_THROWS_WITH_AS((void)device.allocate(64, 512), doctest::Contains("alignment 512 exceeds 256"),
+                         crema::allocation_error);
+    crema::host_pinned_resource pinned;
+    CHECK_THROWS_WITH_AS((void)pinned.allocate(64, 8192),
+                         doctest::Contains("pinned host memory: alignment 8192 exceeds 4096"),
+                         crema::allocation_error);
+  }
+
   TEST_CASE("without a device, allocations throw allocation_error and never crash") {
     if (crema::cuda::device_count() > 0) {
       std::printf("crema-test-skip: a CUDA device is present; this tests the path without one\n");
@@ -74,23 +101,19 @@ TEST_SUITE("cuda resources") {
     CHECK(buffer.host()[0] == 1);
   }
 
-  TEST_CASE("a device resource allocates, fills, copies both ways and names its device") {
+  TEST_CASE_TEMPLATE("a CUDA resource passes the conformance battery", Resource,
+                     crema::host_pinned_resource, crema::cuda_device_resource,
+                     crema::cuda_async_device_resource) {
     if (skip_without_device()) return;
-    crema::cuda_device_resource device;
-    CHECK(device.device_id() == crema::cuda::current_device());
-    std::vector<int> source(1000);
-    std::iota(source.begin(), source.end(), 0);
-    std::vector<int> back(1000, -1);
-    void* on_device = device.allocate(4000, 256);
-    device.copy_to_device(on_device, source.data(), 4000);
-    device.copy_to_host(back.data(), on_device, 4000);
-    CHECK(back == source);
-    device.fill_zero(on_device, 4000);
-    crema::cuda_stream stream;
-    device.copy_to_host_async(back.data(), on_device, 4000, stream);
-    stream.synchronize();
-    CHECK(back == std::vector<int>(1000, 0));
-    device.deallocate(on_device, 4000, 256);
+    auto resource = crema::test::make_resource<Resource>();
+    crema::test::check_distinct_aligned_writable(resource);
+    crema::test::check_zero_bytes(resource);
+    crema::test::check_impossible_requests(resource);
+    if constexpr (crema::device_resource<Resource>) {
+      CHECK(resource.device_id() == crema::cuda::current_device());
+      crema::cuda_stream stream;
+      crema::test::check_device_copies(resource, stream);
+    }
   }
 
   TEST_CASE("a CUDA synced_buffer uploads asynchronously and is synced only after the copy") {

@@ -2,6 +2,8 @@
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/limiting_resource_adaptor.hpp>
 
+#include "common/resource_battery.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -14,98 +16,47 @@
 template class crema::limiting_resource_adaptor<crema::host_malloc_resource>;
 template class crema::limiting_resource_adaptor<crema::emulated_device_resource>;
 
-namespace {
-
 using host_limited = crema::limiting_resource_adaptor<crema::host_malloc_resource>;
 using device_limited = crema::limiting_resource_adaptor<crema::emulated_device_resource>;
 
-// How each resource under test is made: plain ones by default construction, adaptors with a
-// budget larger than anything the battery asks for (its refusals are tested on their own).
-template <class Resource>
-Resource make_resource() {
-  if constexpr (std::is_same_v<Resource, host_limited>) {
-    return host_limited(crema::host_malloc_resource{}, std::size_t{1} << 30);
-  } else if constexpr (std::is_same_v<Resource, device_limited>) {
-    return device_limited(crema::emulated_device_resource{}, std::size_t{1} << 30);
-  } else {
-    return Resource{};
-  }
+// Adaptors get a budget larger than anything the battery asks for; their refusals are tested on
+// their own below.
+template <>
+host_limited crema::test::make_resource<host_limited>() {
+  return host_limited(crema::host_malloc_resource{}, std::size_t{1} << 30);
+}
+template <>
+device_limited crema::test::make_resource<device_limited>() {
+  return device_limited(crema::emulated_device_resource{}, std::size_t{1} << 30);
 }
 
-bool aligned(const void* pointer, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
-}
-
-}  // namespace
+#define CREMA_CORE_RESOURCES \
+  crema::host_malloc_resource, crema::emulated_device_resource, host_limited, device_limited
 
 TEST_SUITE("resource conformance") {
   TEST_CASE_TEMPLATE("a resource hands out distinct, aligned, writable memory and takes it back",
-                     Resource, crema::host_malloc_resource, crema::emulated_device_resource,
-                     host_limited, device_limited) {
-    Resource resource = make_resource<Resource>();
-    std::set<void*> seen;
-    std::vector<std::pair<void*, std::size_t>> live;
-    for (const std::size_t alignment : {1U, 8U, 16U, 64U, 256U, 4096U}) {
-      for (const std::size_t bytes : {1U, 7U, 64U, 1000U, 65536U}) {
-        void* pointer = resource.allocate(bytes, alignment);
-        REQUIRE(pointer != nullptr);
-        CHECK(aligned(pointer, alignment));
-        CHECK(seen.insert(pointer).second);
-        std::memset(pointer, 0xAB, bytes);  // ASan checks every byte is ours
-        live.emplace_back(pointer, bytes);
-      }
-      for (auto [pointer, bytes] : live) resource.deallocate(pointer, bytes, alignment);
-      live.clear();
-      seen.clear();
-    }
+                     Resource, CREMA_CORE_RESOURCES) {
+    auto resource = crema::test::make_resource<Resource>();
+    crema::test::check_distinct_aligned_writable(resource);
   }
 
-  TEST_CASE_TEMPLATE("a resource accepts a zero-byte request", Resource,
-                     crema::host_malloc_resource, crema::emulated_device_resource, host_limited,
-                     device_limited) {
-    Resource resource = make_resource<Resource>();
-    void* pointer = resource.allocate(0, 8);
-    resource.deallocate(pointer, 0, 8);
+  TEST_CASE_TEMPLATE("a resource accepts a zero-byte request", Resource, CREMA_CORE_RESOURCES) {
+    auto resource = crema::test::make_resource<Resource>();
+    crema::test::check_zero_bytes(resource);
   }
 
   TEST_CASE_TEMPLATE("an impossible request is an allocation_error that names the bytes",
-                     Resource, crema::host_malloc_resource, crema::emulated_device_resource,
-                     host_limited, device_limited) {
-    Resource resource = make_resource<Resource>();
-    // More than any machine has (the allocator refuses), and more than any object may be.
-    for (const std::size_t huge : {std::size_t{1} << 62, std::numeric_limits<std::size_t>::max()}) {
-      try {
-        (void)resource.allocate(huge, 64);
-        FAIL("expected an allocation_error");
-      } catch (const crema::allocation_error& e) {
-        CHECK(e.bytes() == huge);
-        CHECK(std::string(e.what()).find(std::to_string(huge)) != std::string::npos);
-      }
-    }
-    CHECK_THROWS_AS((void)resource.allocate(64, 3), crema::allocation_error);  // not a power of 2
+                     Resource, CREMA_CORE_RESOURCES) {
+    auto resource = crema::test::make_resource<Resource>();
+    crema::test::check_impossible_requests(resource);
   }
 
-  TEST_CASE_TEMPLATE("a device resource copies both ways, fills zeros and names its device",
-                     Resource, crema::emulated_device_resource, device_limited) {
-    Resource resource = make_resource<Resource>();
+  TEST_CASE_TEMPLATE("a device resource copies both ways and fills zeros", Resource,
+                     crema::emulated_device_resource, device_limited) {
+    auto resource = crema::test::make_resource<Resource>();
     CHECK(resource.device_id() == 0);
-    std::vector<int> source{1, 2, 3, 4};
-    std::vector<int> back(4, -1);
-    void* on_device = resource.allocate(sizeof(int) * 4, alignof(int));
-    resource.copy_to_device(on_device, source.data(), sizeof(int) * 4);
-    resource.copy_to_host(back.data(), on_device, sizeof(int) * 4);
-    CHECK(back == source);
-
-    resource.fill_zero(on_device, sizeof(int) * 4);
-    resource.copy_to_host(back.data(), on_device, sizeof(int) * 4);
-    CHECK(back == std::vector<int>(4, 0));
-
     crema::emulated_stream stream;
-    resource.copy_to_device_async(on_device, source.data(), sizeof(int) * 4, stream);
-    resource.copy_to_host_async(back.data(), on_device, sizeof(int) * 4, stream);
-    stream.synchronize();
-    CHECK(back == source);
-    resource.deallocate(on_device, sizeof(int) * 4, alignof(int));
+    crema::test::check_device_copies(resource, stream);
   }
 }
 

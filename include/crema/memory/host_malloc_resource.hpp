@@ -1,9 +1,9 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/memory/detail/alignment.hpp>
 #include <crema/memory/resource.hpp>
 
-#include <bit>
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
@@ -16,9 +16,7 @@ namespace detail {
 /// alignment) past them. `side` only names the memory in the error.
 [[nodiscard]] inline void* aligned_malloc(std::size_t bytes, std::size_t alignment,
                                           std::string_view side) {
-  if (!std::has_single_bit(alignment)) {
-    throw allocation_error(bytes, side, fmt::format("alignment {} is not a power of two", alignment));
-  }
+  check_alignment(bytes, alignment, std::numeric_limits<std::size_t>::max(), side);
   // No object may be larger than PTRDIFF_MAX bytes; refusing here also keeps sanitizer
   // allocators, which do not all check, from handing out a pointer for it.
   constexpr auto largest = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());

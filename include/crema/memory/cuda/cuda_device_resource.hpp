@@ -3,6 +3,7 @@
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
+#include <crema/memory/detail/alignment.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/resource.hpp>
 
@@ -83,10 +84,7 @@ class cuda_device_resource {
   // making the device current included, becomes an allocation_error naming the device.
   template <class MallocCall>
   void* allocate_with(std::size_t bytes, std::size_t alignment, MallocCall malloc_call) const {
-    if (alignment > max_alignment) {
-      throw allocation_error(bytes, "device",
-                             fmt::format("alignment {} exceeds {}", alignment, max_alignment));
-    }
+    detail::check_alignment(bytes, alignment, max_alignment, "device");
     int previous = 0;
     cudaError_t status = cudaGetDevice(&previous);
     const bool switch_device = status == cudaSuccess && previous != device_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/memory/detail/alignment.hpp>
 #include <crema/memory/resource.hpp>
 
 #include <cuda_runtime_api.h>
@@ -24,10 +25,7 @@ class host_pinned_resource {
   ///         exceeds `max_alignment`
   [[nodiscard]] void* allocate(std::size_t bytes,
                                std::size_t alignment = alignof(std::max_align_t)) const {
-    if (alignment > max_alignment) {
-      throw allocation_error(bytes, "pinned host",
-                             fmt::format("alignment {} exceeds {}", alignment, max_alignment));
-    }
+    detail::check_alignment(bytes, alignment, max_alignment, "pinned host");
     void* pointer = nullptr;
     const cudaError_t status = cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable);
     if (status != cudaSuccess) {
