@@ -8,19 +8,13 @@ if(NOT conan)
   return()
 endif()
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
-  if(NOT result EQUAL 0)
-    string(REPLACE ";" " " command "${ARGN}")
-    message(FATAL_ERROR "conan: '${command}' failed (${result})")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_step.cmake")
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(ENV{CONAN_HOME} "${WORK_DIR}/home")
 set(ENV{CXX} "${CXX_COMPILER}")
-run("${conan}" profile detect --name detected)
+run_step("conan" "${conan}" profile detect --name detected)
 execute_process(COMMAND "${conan}" remote remove "*" OUTPUT_QUIET ERROR_QUIET)
 file(WRITE "${WORK_DIR}/debian" "include(detected)
 
@@ -40,6 +34,6 @@ tools.cmake.cmaketoolchain:generator=Ninja
 file(COPY "${CREMA_SOURCE_DIR}/conanfile.py" "${CREMA_SOURCE_DIR}/CMakeLists.txt"
           "${CREMA_SOURCE_DIR}/cmake" "${CREMA_SOURCE_DIR}/include"
           "${CREMA_SOURCE_DIR}/test_package" DESTINATION "${WORK_DIR}/recipe")
-run("${conan}" create "${WORK_DIR}/recipe" -pr:a "${WORK_DIR}/debian" --build=missing
+run_step("conan" "${conan}" create "${WORK_DIR}/recipe" -pr:a "${WORK_DIR}/debian" --build=missing
     -o "crema/*:with_lmdb=True")
 message(STATUS "conan create: crema packaged and its test_package built and ran")

@@ -10,26 +10,20 @@ foreach(var IN ITEMS MODE CREMA_SOURCE_DIR CREMA_BINARY_DIR WORK_DIR CXX_COMPILE
   endif()
 endforeach()
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
-  if(NOT result EQUAL 0)
-    string(REPLACE ";" " " command "${ARGN}")
-    message(FATAL_ERROR "consumer ${MODE}: '${command}' failed (${result})")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_step.cmake")
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(configure_args -DCREMA_SOURCE_DIR=${CREMA_SOURCE_DIR})
 if(MODE STREQUAL "find_package")
   set(prefix "${WORK_DIR}/prefix")
-  run("${CMAKE_COMMAND}" --install "${CREMA_BINARY_DIR}" --prefix "${prefix}")
+  run_step("consumer ${MODE}" "${CMAKE_COMMAND}" --install "${CREMA_BINARY_DIR}" --prefix "${prefix}")
   string(REPLACE ";" "\\;" components "${COMPONENTS}")
   list(APPEND configure_args -DCMAKE_PREFIX_PATH=${prefix} "-DCREMA_TEST_COMPONENTS=${components}"
        -DCMAKE_FIND_PACKAGE_PREFER_CONFIG=ON)
 endif()
-run("${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/${MODE}" -B "${WORK_DIR}/build"
+run_step("consumer ${MODE}" "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/${MODE}" -B "${WORK_DIR}/build"
     -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release
     ${configure_args})
-run("${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
-run("${WORK_DIR}/build/consumer")
+run_step("consumer ${MODE}" "${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
+run_step("consumer ${MODE}" "${WORK_DIR}/build/consumer")
 message(STATUS "consumer ${MODE}: configured, built and ran")
