@@ -4,6 +4,8 @@
 // Headers of the optional components (CUDA, NCCL, LMDB, images, MPI) are included one by one.
 
 #include <crema/core/error.hpp>
+#include <crema/core/generator.hpp>
+#include <crema/core/thread_pool.hpp>
 #include <crema/memory/device_span.hpp>
 #include <crema/memory/emulated_device_resource.hpp>
 #include <crema/memory/emulated_stream.hpp>
@@ -13,4 +15,11 @@
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
 #include <crema/memory/typed_buffer.hpp>
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/lease.hpp>
+#include <crema/pipeline/queue_pair.hpp>
+#include <crema/pipeline/slot_pool.hpp>
+#include <crema/pipeline/source.hpp>
+#include <crema/pipeline/source_registry.hpp>
+#include <crema/pipeline/stats.hpp>
 #include <crema/version.hpp>

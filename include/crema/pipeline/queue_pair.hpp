@@ -1,0 +1,60 @@
+#pragma once
+
+#include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/pipeline/slot_pool.hpp>
+
+#include <cstddef>
+#include <utility>
+
+namespace crema {
+
+/// @brief Caffe's free/full queue pair, lock-free: a `slot_pool` of preallocated free slots that
+/// producers acquire (suspending while it is empty), and a queue of full slots that one consumer
+/// takes (blocking while it is empty).
+///
+/// The capacity is the pool's slot count; the full queue never holds more. `stop()` wakes both
+/// sides: producers waiting for a slot get none, and a consumer waiting for a batch gets a null
+/// slot. All members are thread-safe; `pop` blocks, the others never do.
+/// @tparam Slot     the slot type
+/// @tparam Executor where suspended producers resume (`crema::thread_pool`)
+template <class Slot, class Executor>
+class queue_pair {
+ public:
+  using slot_type = Slot;
+
+  /// @param slots    how many slots (Caffe's prefetch count)
+  /// @param make     makes one slot
+  /// @param executor where producers waiting for a free slot are resumed
+  template <class Factory>
+  queue_pair(std::size_t slots, Factory&& make, Executor& executor)
+      : free_(slots, std::forward<Factory>(make), executor), full_(slots + 2) {}
+
+  /// @brief Hands a full slot (or a marker the consumer understands) to the consumer.
+  void push(Slot* slot) { full_.enqueue(slot); }
+  /// @brief Gives a slot back to the free side (a lease ending).
+  void release(Slot* slot) { free_.release(slot); }
+  /// @brief Takes the next full slot, blocking until there is one; null after `stop()`.
+  [[nodiscard]] Slot* pop() {
+    Slot* slot = nullptr;
+    full_.wait_dequeue(slot);
+    return slot;
+  }
+  /// @brief Takes the next full slot if there is one now.
+  [[nodiscard]] bool try_pop(Slot*& slot) { return full_.try_dequeue(slot); }
+  /// @brief Wakes the producers waiting for free slots and the consumer waiting for a full one.
+  void stop() {
+    free_.stop();
+    full_.enqueue(nullptr);
+  }
+  /// @return how many full slots wait for the consumer (an estimate while others run)
+  [[nodiscard]] std::size_t full_count() const { return full_.size_approx(); }
+
+  /// @return the free side: `co_await free_slots().acquire()`, `free_slots().release(slot)`
+  [[nodiscard]] slot_pool<Slot, Executor>& free_slots() noexcept { return free_; }
+
+ private:
+  slot_pool<Slot, Executor> free_;
+  moodycamel::BlockingConcurrentQueue<Slot*> full_;
+};
+
+}  // namespace crema

@@ -1,0 +1,146 @@
+#pragma once
+
+#include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/error.hpp>
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <thread>
+#include <utility>
+
+namespace crema {
+
+/// @brief What `co_await pool.acquire()` gives: a free slot (or none once the pool is stopped),
+/// and whether the awaiting coroutine had to wait for it.
+template <class Slot>
+struct acquired_slot {
+  Slot* slot = nullptr;    ///< the slot, or nullptr after `stop()`
+  bool suspended = false;  ///< whether the coroutine was suspended until a slot came back
+};
+
+/// @brief A fixed set of preallocated slots that coroutines acquire asynchronously: the free
+/// pool of a producer/consumer pair.
+///
+/// `co_await acquire()` takes a free slot at once when there is one; otherwise it suspends the
+/// awaiting coroutine (no thread blocks) until `release()` hands a slot back, and then resumes it
+/// on the executor. The capacity is the slot count: slots are made once, at construction, and
+/// reused, never reallocated. `stop()` resumes every waiter with no slot and makes every later
+/// `acquire()` return none.
+///
+/// `acquire`, `release` and `stop` are thread-safe and lock-free (the queues may allocate a block
+/// now and then); `release` may briefly spin while a waiter finishes registering itself.
+/// @tparam Slot     the slot type; default-constructible is not required (see the constructor)
+/// @tparam Executor anything with `post(std::coroutine_handle<>)`, e.g. `crema::thread_pool`
+template <class Slot, class Executor>
+class slot_pool {
+ public:
+  /// @param count    how many slots to make
+  /// @param make     called `count` times; returns a `Slot` (it is moved into the pool)
+  /// @param executor where waiting coroutines are resumed; must outlive the pool
+  template <class Factory>
+  slot_pool(std::size_t count, Factory&& make, Executor& executor)
+      : executor_(&executor), available_(static_cast<std::int64_t>(count)), capacity_(count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      slots_.push_back(make());
+      free_.enqueue(&slots_.back());
+    }
+  }
+  slot_pool(const slot_pool&) = delete;
+  slot_pool& operator=(const slot_pool&) = delete;
+
+  /// @return an awaitable giving an `acquired_slot<Slot>`
+  [[nodiscard]] auto acquire() noexcept { return awaiter{this}; }
+
+  /// @brief Gives a slot back: to a waiting coroutine (resumed on the executor), else to the pool.
+  void release(Slot* slot) {
+    if (available_.fetch_add(1, std::memory_order_acq_rel) < 0) {
+      waiter* next = pop_waiter();
+      next->result.slot = slot;
+      executor_->post(next->coroutine);
+    } else {
+      free_.enqueue(slot);
+    }
+  }
+
+  /// @brief Wakes every waiting coroutine with no slot; every later `acquire()` gets none.
+  /// Idempotent.
+  void stop() {
+    if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
+    // Permits that no slot backs: later acquirers see `stopped_` and take none.
+    const std::int64_t before = available_.fetch_add(stop_permits, std::memory_order_acq_rel);
+    for (std::int64_t i = before; i < 0; ++i) {
+      waiter* next = pop_waiter();
+      next->result.slot = nullptr;
+      executor_->post(next->coroutine);
+    }
+  }
+
+  /// @return the number of slots
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  /// @return how many slots are free now (an estimate while others run); negative values mean
+  ///         coroutines are waiting
+  [[nodiscard]] std::int64_t available() const noexcept {
+    const auto value = available_.load(std::memory_order_relaxed);
+    return stopped_.load(std::memory_order_relaxed) ? value - stop_permits : value;
+  }
+  /// @return whether `stop()` was called
+  [[nodiscard]] bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+
+ private:
+  static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
+
+  struct waiter {
+    std::coroutine_handle<> coroutine;
+    acquired_slot<Slot> result{nullptr, true};
+  };
+
+  class awaiter {
+   public:
+    explicit awaiter(slot_pool* pool) noexcept : pool_(pool) {}
+
+    bool await_ready() noexcept {
+      if (pool_->available_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
+        waiter_.result = {pool_->take_free_slot(), false};
+        return true;
+      }
+      return false;
+    }
+    void await_suspend(std::coroutine_handle<> coroutine) noexcept {
+      waiter_.coroutine = coroutine;
+      pool_->waiters_.enqueue(&waiter_);
+    }
+    acquired_slot<Slot> await_resume() const noexcept { return waiter_.result; }
+
+   private:
+    slot_pool* pool_;
+    waiter waiter_;
+  };
+
+  // A permit was granted: a slot is in the free queue or about to be (its release is between
+  // the counter and the queue).
+  Slot* take_free_slot() noexcept {
+    if (stopped_.load(std::memory_order_acquire)) return nullptr;
+    Slot* slot = nullptr;
+    while (!free_.try_dequeue(slot)) std::this_thread::yield();
+    return slot;
+  }
+  // The counter says a coroutine waits: it is in the queue or about to be.
+  waiter* pop_waiter() noexcept {
+    waiter* next = nullptr;
+    while (!waiters_.try_dequeue(next)) std::this_thread::yield();
+    return next;
+  }
+
+  Executor* executor_;
+  std::deque<Slot> slots_;  // stable addresses
+  moodycamel::ConcurrentQueue<Slot*> free_;
+  moodycamel::ConcurrentQueue<waiter*> waiters_;
+  std::atomic<std::int64_t> available_;
+  std::atomic<bool> stopped_{false};
+  std::size_t capacity_;
+};
+
+}  // namespace crema
