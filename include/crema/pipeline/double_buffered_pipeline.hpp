@@ -327,6 +327,7 @@ class double_buffered_pipeline {
       std::size_t i = 0;
       try {
         for (; i < slot.size; ++i) {
+          if (stop_source.stop_requested()) return false;  // stop waits for one record, not a batch
           if constexpr (in_place_transform<Transform, record_type>) {
             std::invoke(transform, *slot.records[i], slot.items[i]);
           } else {
@@ -498,7 +499,8 @@ class double_buffered_pipeline {
       for (const auto& target : channels) {
         stats.queued_batches += target->full_count();
         const auto free_now = target->free_slots().available();
-        stats.free_slots += free_now > 0 ? static_cast<std::size_t>(free_now) : 0;
+        if (free_now > 0) stats.free_slots += static_cast<std::size_t>(free_now);
+        if (free_now < 0) stats.waiting_producers += static_cast<std::size_t>(-free_now);
       }
       return stats;
     }

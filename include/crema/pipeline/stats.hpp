@@ -19,12 +19,13 @@ struct pipeline_stats {
   std::uint64_t producer_suspensions = 0;     ///< times a producer was suspended for a slot
   std::size_t queued_batches = 0;       ///< full batches waiting for their consumer now
   std::size_t free_slots = 0;           ///< slots free for producers now
+  std::size_t waiting_producers = 0;    ///< producers suspended for a free slot now
 };
 
 }  // namespace crema
 
 /// One line: `produced 120 batches (7680 records), consumed 118, epochs 1, queued 2, free 6,
-/// consumer wait 1.2 ms, producer wait 40.1 ms (55 suspensions)`.
+/// waiting producers 0, consumer wait 1.2 ms, producer wait 40.1 ms (55 suspensions)`.
 template <>
 struct fmt::formatter<crema::pipeline_stats> {
   constexpr auto parse(format_parse_context& context) { return context.begin(); }
@@ -35,10 +36,10 @@ struct fmt::formatter<crema::pipeline_stats> {
     };
     return fmt::format_to(context.out(),
                           "produced {} batches ({} records), consumed {}, epochs {}, queued {}, "
-                          "free {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
+                          "free {}, waiting producers {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
                           "({} suspensions)",
                           stats.batches_produced, stats.records_produced, stats.batches_consumed,
-                          stats.epochs, stats.queued_batches, stats.free_slots,
+                          stats.epochs, stats.queued_batches, stats.free_slots, stats.waiting_producers,
                           milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
                           stats.producer_suspensions);
   }

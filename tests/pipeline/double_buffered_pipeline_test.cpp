@@ -1,0 +1,440 @@
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+
+#include "common/counted.hpp"
+#include "common/gate.hpp"
+#include "common/watchdog.hpp"
+#include "pipeline/delivery.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using crema::pipeline_mode;
+using crema::test::watchdog;
+
+crema::vector_source<int> numbers(int count, std::string name = "numbers") {
+  std::vector<int> values(static_cast<std::size_t>(count));
+  std::iota(values.begin(), values.end(), 0);
+  return crema::vector_source<int>(std::move(values), std::move(name));
+}
+
+const auto identity = [](const int& record) { return record; };
+
+}  // namespace
+
+TEST_SUITE("double_buffered_pipeline") {
+  TEST_CASE("the usage in the README: one consumer reads every record once") {
+    watchdog guard(30s, "README usage");
+    crema::double_buffered_pipeline pipe{numbers(1000), identity,
+                                         {.batch_size = 64, .prefetch = 4, .producers = 4,
+                                          .threads = 2, .mode = pipeline_mode::single_pass}};
+    std::vector<int> seen;
+    for (auto batch : pipe.consumer(0)) {
+      for (int value : *batch) seen.push_back(value);
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int> expected(1000);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(seen == expected);
+    const auto stats = pipe.stats();
+    CHECK(stats.batches_produced == 16);
+    CHECK(stats.records_produced == 1000);
+    CHECK(stats.batches_consumed == 16);
+  }
+
+  TEST_CASE("eight producers share two threads: each is suspended and only two threads run them") {
+    watchdog guard(60s, "suspension property");
+    std::mutex mutex;
+    std::set<std::thread::id> producer_threads;
+    const auto note_thread = [&](const int& record) {
+      std::scoped_lock lock(mutex);
+      producer_threads.insert(std::this_thread::get_id());
+      return record;
+    };
+    crema::double_buffered_pipeline pipe{
+        numbers(100), note_thread, {.batch_size = 4, .prefetch = 2, .producers = 8, .threads = 2}};
+    auto consumer = pipe.consumer(0);
+    const auto every_producer_suspended = [&] {
+      const auto counts = pipe.producer_suspensions();
+      return std::all_of(counts.begin(), counts.end(), [](auto n) { return n > 0; });
+    };
+    while (!every_producer_suspended()) {
+      auto batch = consumer.pull();
+      REQUIRE(batch.has_value());
+      std::this_thread::sleep_for(100us);  // a slow consumer: the pool runs dry
+    }
+    pipe.stop();
+    CHECK(pipe.producer_suspensions().size() == 8);
+    std::scoped_lock lock(mutex);
+    CHECK(producer_threads.size() <= 2);
+    CHECK(producer_threads.count(std::this_thread::get_id()) == 0);
+  }
+
+  TEST_CASE("in ordered mode a consumer sees the records in source order") {
+    watchdog guard(30s, "ordered");
+    for (const std::size_t producers : {1U, 3U, 8U}) {
+      CAPTURE(producers);
+      const auto slow_sometimes = [](const int& record) {
+        if (record % 13 == 0) std::this_thread::sleep_for(50us);  // producers finish out of order
+        return record;
+      };
+      crema::double_buffered_pipeline pipe{
+          numbers(2000), slow_sometimes,
+          {.batch_size = 7, .prefetch = 4, .producers = producers, .threads = 2,
+           .mode = pipeline_mode::single_pass, .ordered = true}};
+      std::vector<int> seen;
+      std::uint64_t expected_sequence = 0;
+      for (auto batch : pipe.consumer(0)) {
+        CHECK(batch->sequence() == expected_sequence++);
+        for (int value : *batch) seen.push_back(value);
+      }
+      std::vector<int> expected(2000);
+      std::iota(expected.begin(), expected.end(), 0);
+      CHECK(seen == expected);
+    }
+  }
+
+  TEST_CASE("batches are dealt to several consumers and the last batch of a pass may be short") {
+    watchdog guard(30s, "consumers");
+    crema::double_buffered_pipeline pipe{numbers(100), identity,
+                                         {.batch_size = 8, .prefetch = 2, .producers = 2,
+                                          .threads = 2, .consumers = 3,
+                                          .mode = pipeline_mode::single_pass, .ordered = true}};
+    const auto delivered = crema::test::drain_on_threads(pipe);
+    std::vector<int> all;
+    std::size_t short_batches = 0;
+    for (const auto& consumer : delivered) {
+      CHECK_FALSE(consumer.records.empty());  // every consumer got a share
+      CHECK(std::is_sorted(consumer.records.begin(), consumer.records.end()));
+      all.insert(all.end(), consumer.records.begin(), consumer.records.end());
+      short_batches += consumer.short_batches;
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<int> expected(100);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(all == expected);
+    CHECK(short_batches == 1);  // 100 = 12 * 8 + 4
+  }
+
+  TEST_CASE("repeat mode rewinds the source and counts epochs") {
+    watchdog guard(30s, "repeat");
+    crema::double_buffered_pipeline pipe{numbers(10), identity,
+                                         {.batch_size = 4, .prefetch = 2, .ordered = true}};
+    auto consumer = pipe.consumer(0);
+    std::vector<int> seen;
+    for (int i = 0; i < 10; ++i) {
+      auto batch = consumer.pull();
+      REQUIRE(batch.has_value());
+      for (int value : **batch) seen.push_back(value);
+    }
+    for (std::size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == static_cast<int>(i % 10));
+    CHECK(pipe.stats().epochs >= 3);
+  }
+
+  TEST_CASE("slots are made once and reused, never reallocated") {
+    watchdog guard(30s, "slot reuse");
+    crema::test::counted::reset();
+    struct fill_counted {
+      using item_type = crema::test::counted;
+      void operator()(const int& record, crema::test::counted& item) const { item.value = record; }
+    };
+    {
+      crema::double_buffered_pipeline pipe{
+          numbers(50), fill_counted{},
+          {.batch_size = 16, .prefetch = 3, .producers = 2, .threads = 2, .consumers = 2}};
+      std::thread second([&] {
+        auto consumer = pipe.consumer(1);
+        for (int i = 0; i < 200; ++i) (void)consumer.pull();
+      });
+      auto consumer = pipe.consumer(0);
+      for (int i = 0; i < 200; ++i) {
+        auto batch = consumer.pull();
+        REQUIRE(batch.has_value());
+        CHECK((*batch)->size() == 16);
+      }
+      second.join();
+      CHECK(crema::test::counted::constructed == 2 * 3 * 16);  // consumers * prefetch * batch
+    }
+    CHECK(crema::test::counted::destroyed == crema::test::counted::constructed);
+  }
+
+  TEST_CASE("a lease returns its slot when it dies") {
+    watchdog guard(30s, "lease");
+    crema::double_buffered_pipeline pipe{numbers(100), identity, {.batch_size = 1, .prefetch = 2}};
+    auto consumer = pipe.consumer(0);
+    auto first = consumer.pull();
+    auto second = consumer.pull();
+    REQUIRE(first.has_value());
+    REQUIRE(second.has_value());
+    CHECK_THROWS_WITH_AS((void)consumer.pull(),
+                         "pipeline: consumer 0 holds all 2 of its slots; release a lease before "
+                         "pulling again",
+                         crema::pipeline_error);
+    first->reset();
+    CHECK(consumer.pull().has_value());  // the slot came back and was refilled
+  }
+}
+
+TEST_SUITE("double_buffered_pipeline stop") {
+  TEST_CASE("stop returns promptly while producers are suspended on a full pool") {
+    watchdog guard(20s, "stop with producers suspended");
+    crema::double_buffered_pipeline pipe{numbers(1000), identity,
+                                         {.batch_size = 4, .prefetch = 2, .producers = 4,
+                                          .threads = 2}};
+    // Nobody consumes: both slots fill up and all four producers end up waiting for one.
+    while (pipe.stats().waiting_producers < 4) std::this_thread::sleep_for(1ms);
+    CHECK(pipe.stats().queued_batches == 2);
+    pipe.stop();
+    CHECK_FALSE(pipe.consumer(0).pull().has_value());
+  }
+
+  TEST_CASE("stop wakes a consumer waiting for data") {
+    watchdog guard(20s, "stop with consumer waiting");
+    crema::test::gate never_before_stop;
+    std::atomic<bool> in_transform{false};
+    const auto slow = [&](const int& record) {
+      in_transform = true;
+      std::this_thread::sleep_for(20ms);
+      return record;
+    };
+    crema::double_buffered_pipeline pipe{numbers(1000), slow, {.batch_size = 64}};
+    std::atomic<bool> ended{false};
+    std::thread consumer([&] {
+      auto handle = pipe.consumer(0);
+      while (handle.pull().has_value()) {
+      }
+      ended = true;
+    });
+    while (!in_transform) std::this_thread::sleep_for(1ms);
+    pipe.stop();
+    consumer.join();
+    CHECK(ended.load());
+  }
+
+  TEST_CASE("stop waits for a transform that is still running, then returns") {
+    watchdog guard(20s, "stop with transform running");
+    crema::test::gate release_transform;
+    std::atomic<bool> in_transform{false};
+    std::atomic<bool> transform_done{false};
+    const auto blocked = [&](const int& record) {
+      in_transform = true;
+      release_transform.wait();
+      transform_done = true;
+      return record;
+    };
+    crema::double_buffered_pipeline pipe{numbers(10), blocked, {.batch_size = 1}};
+    while (!in_transform) std::this_thread::sleep_for(1ms);
+    std::atomic<bool> stopped{false};
+    std::thread stopper([&] {
+      pipe.stop();
+      stopped = true;
+    });
+    std::this_thread::sleep_for(20ms);
+    CHECK_FALSE(stopped.load());  // the transform is still running
+    release_transform.open();
+    stopper.join();
+    CHECK(transform_done.load());
+    CHECK(stopped.load());
+  }
+
+  TEST_CASE("stop mid-epoch, with batches queued and leases held, frees everything") {
+    watchdog guard(20s, "stop mid-epoch");
+    crema::test::counted::reset();
+    struct fill_counted {
+      using item_type = crema::test::counted;
+      void operator()(const int& record, crema::test::counted& item) const { item.value = record; }
+    };
+    std::optional<crema::double_buffered_pipeline<crema::vector_source<int>, fill_counted>::lease_type>
+        kept;
+    {
+      crema::double_buffered_pipeline pipe{numbers(100), fill_counted{},
+                                           {.batch_size = 8, .prefetch = 3, .producers = 2,
+                                            .threads = 2}};
+      auto consumer = pipe.consumer(0);
+      kept = consumer.pull();
+      (void)consumer.pull();
+    }  // destroyed with a lease still out
+    REQUIRE(kept.has_value());
+    CHECK((*kept)->size() == 8);  // the slot outlives the pipeline
+    kept.reset();
+    CHECK(crema::test::counted::destroyed == crema::test::counted::constructed);
+  }
+
+  TEST_CASE("a thousand pipelines are made, used and destroyed cleanly") {
+    watchdog guard(120s, "1000 cycles");
+    for (int cycle = 0; cycle < 1000; ++cycle) {
+      crema::double_buffered_pipeline pipe{numbers(37), identity,
+                                           {.batch_size = 5, .prefetch = 2,
+                                            .producers = 1 + static_cast<std::size_t>(cycle % 3),
+                                            .threads = 1 + static_cast<std::size_t>(cycle % 2),
+                                            .consumers = 1,
+                                            .mode = cycle % 2 == 0 ? pipeline_mode::single_pass
+                                                                   : pipeline_mode::repeat}};
+      auto consumer = pipe.consumer(0);
+      for (int pulls = 0; pulls < cycle % 4; ++pulls) (void)consumer.pull();
+    }
+  }
+}
+
+TEST_SUITE("double_buffered_pipeline errors") {
+  TEST_CASE("a transform that throws reaches every consumer as a pipeline_error naming the record") {
+    watchdog guard(20s, "transform error");
+    const auto breaks_on_17 = [](const int& record) {
+      if (record == 17) throw std::invalid_argument("bad pixel");
+      return record;
+    };
+    crema::double_buffered_pipeline pipe{
+        numbers(100), breaks_on_17,
+        {.batch_size = 4, .prefetch = 2, .producers = 2, .threads = 2, .consumers = 2}};
+    for (std::size_t index : {0U, 1U}) {
+      auto consumer = pipe.consumer(index);
+      try {
+        while (consumer.pull().has_value()) {
+        }
+        FAIL("expected a pipeline_error");
+      } catch (const crema::pipeline_error& e) {
+        CHECK(std::string(e.what()) == "pipeline: transform failed on record 17 of vector:numbers");
+        try {
+          std::rethrow_if_nested(e);
+          FAIL("the original exception was not nested");
+        } catch (const std::invalid_argument& original) {
+          CHECK(std::string(original.what()) == "bad pixel");
+        }
+      }
+    }
+  }
+
+  TEST_CASE("a source that throws reaches the consumer as a pipeline_error naming the source") {
+    watchdog guard(20s, "source error");
+    crema::generator_source<int> broken(
+        []() -> crema::generator<int> {
+          for (int i = 0; i < 5; ++i) co_yield i;
+          throw std::runtime_error("disk gone");
+        },
+        "broken");
+    crema::double_buffered_pipeline pipe{std::move(broken), identity, {.batch_size = 2}};
+    auto consumer = pipe.consumer(0);
+    std::vector<int> seen;
+    try {
+      while (auto batch = consumer.pull()) {
+        for (int value : **batch) seen.push_back(value);
+      }
+      FAIL("expected a pipeline_error");
+    } catch (const crema::pipeline_error& e) {
+      CHECK(std::string(e.what()) == "pipeline: source generator:broken failed after position 4");
+    }
+    CHECK(seen.size() <= 4);
+  }
+
+  TEST_CASE("repeating an empty source is a pipeline_error, not a hang") {
+    watchdog guard(20s, "empty repeat");
+    crema::double_buffered_pipeline pipe{numbers(0, "empty"), identity, {.batch_size = 2}};
+    try {
+      (void)pipe.consumer(0).pull();
+      FAIL("expected a pipeline_error");
+    } catch (const crema::pipeline_error& e) {
+      CHECK(std::string(e.what()) == "pipeline: source vector:empty failed after position 0");
+      CHECK_THROWS_WITH_AS(std::rethrow_if_nested(e),
+                           "pipeline: source vector:empty has no records to repeat",
+                           crema::pipeline_error);
+    }
+  }
+
+  TEST_CASE("a zero count in the options is a config_error naming the field") {
+    const auto make = [](crema::pipeline_options options) {
+      crema::double_buffered_pipeline pipe{numbers(10), identity, options};
+    };
+    CHECK_THROWS_WITH_AS(make({.batch_size = 0}), "pipeline: batch_size must be at least 1, got 0",
+                         crema::config_error);
+    CHECK_THROWS_WITH_AS(make({.prefetch = 0}), "pipeline: prefetch must be at least 1, got 0",
+                         crema::config_error);
+    CHECK_THROWS_WITH_AS(make({.producers = 0}), "pipeline: producers must be at least 1, got 0",
+                         crema::config_error);
+    CHECK_THROWS_WITH_AS(make({.threads = 0}), "pipeline: threads must be at least 1, got 0",
+                         crema::config_error);
+    CHECK_THROWS_WITH_AS(make({.consumers = 0}), "pipeline: consumers must be at least 1, got 0",
+                         crema::config_error);
+    crema::double_buffered_pipeline pipe{numbers(10), identity, {.consumers = 2}};
+    CHECK_THROWS_WITH_AS((void)pipe.consumer(2), "pipeline: consumer 2 does not exist, there are 2",
+                         crema::config_error);
+  }
+}
+
+TEST_SUITE("double_buffered_pipeline stats") {
+  TEST_CASE("stats count what moved and format on one line") {
+    watchdog guard(20s, "stats");
+    crema::double_buffered_pipeline pipe{numbers(30), identity,
+                                         {.batch_size = 10, .mode = pipeline_mode::single_pass}};
+    for (auto batch : pipe.consumer(0)) (void)batch;
+    const auto stats = pipe.stats();
+    CHECK(stats.batches_produced == 3);
+    CHECK(stats.records_produced == 30);
+    CHECK(stats.batches_consumed == 3);
+    CHECK(stats.queued_batches == 0);
+    const std::string line = fmt::format("{}", stats);
+    CHECK(line.find("produced 3 batches (30 records), consumed 3") == 0);
+    CHECK(line.find('\n') == std::string::npos);
+  }
+}
+
+TEST_SUITE("source_registry") {
+  TEST_CASE("pipelines of the same source key share one reader and split its records") {
+    watchdog guard(30s, "registry");
+    crema::source_registry registry;
+    std::vector<int> first_seen;
+    std::vector<int> second_seen;
+    {
+      crema::double_buffered_pipeline first{numbers(500, "shared"), identity,
+                                            {.batch_size = 5, .prefetch = 2,
+                                             .mode = pipeline_mode::single_pass,
+                                             .registry = &registry}};
+      CHECK(registry.live_count() == 1);
+      crema::double_buffered_pipeline second{numbers(500, "shared"), identity,
+                                             {.batch_size = 5, .prefetch = 2,
+                                              .mode = pipeline_mode::single_pass,
+                                              .registry = &registry}};
+      CHECK(registry.live_count() == 1);
+      std::thread other([&] {
+        for (auto batch : second.consumer(0)) {
+          for (int value : *batch) second_seen.push_back(value);
+        }
+      });
+      for (auto batch : first.consumer(0)) {
+        for (int value : *batch) first_seen.push_back(value);
+      }
+      other.join();
+      crema::double_buffered_pipeline unrelated{numbers(5, "other"), identity,
+                                                {.registry = &registry}};
+      CHECK(registry.live_count() == 2);
+    }
+    CHECK(registry.live_count() == 0);  // the shared reader died with its last pipeline
+    std::vector<int> all = first_seen;
+    all.insert(all.end(), second_seen.begin(), second_seen.end());
+    std::sort(all.begin(), all.end());
+    std::vector<int> expected(500);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(all == expected);  // disjoint, and together the whole source
+  }
+
+  TEST_CASE("a key shared by two source types is a config_error") {
+    crema::source_registry registry;
+    auto kept = registry.find_or_make<int>("k", [] { return std::make_shared<int>(1); });
+    CHECK(*registry.find_or_make<int>("k", [] { return std::make_shared<int>(2); }) == 1);
+    CHECK_THROWS_WITH_AS(
+        (void)registry.find_or_make<double>("k", [] { return std::make_shared<double>(); }),
+        "source_registry: key k is shared by a source of another type", crema::config_error);
+  }
+}

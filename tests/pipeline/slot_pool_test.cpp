@@ -1,0 +1,133 @@
+#include <crema/core/thread_pool.hpp>
+#include <crema/pipeline/detail/producer_task.hpp>
+#include <crema/pipeline/queue_pair.hpp>
+#include <crema/pipeline/slot_pool.hpp>
+
+#include "common/watchdog.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using pool_type = crema::slot_pool<int, crema::thread_pool>;
+
+// Acquires a slot on the pool's executor and reports what it got.
+crema::detail::producer_task take(crema::thread_pool& executor, pool_type& pool,
+                                  std::atomic<int*>& got, std::atomic<bool>& suspended,
+                                  std::latch& done) {
+  co_await executor.schedule();
+  const auto acquired = co_await pool.acquire();
+  got = acquired.slot;
+  suspended = acquired.suspended;
+  done.count_down();
+}
+
+}  // namespace
+
+TEST_SUITE("slot_pool") {
+  TEST_CASE("free slots are taken at once and every slot is made once") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool immediate");
+    crema::thread_pool executor(1);
+    int made = 0;
+    pool_type pool(3, [&] { return made++; }, executor);
+    CHECK(made == 3);
+    CHECK(pool.capacity() == 3);
+    std::set<int*> seen;
+    for (int round = 0; round < 3; ++round) {
+      std::atomic<int*> got{nullptr};
+      std::atomic<bool> suspended{true};
+      std::latch done(1);
+      take(executor, pool, got, suspended, done).coroutine.resume();
+      done.wait();
+      REQUIRE(got.load() != nullptr);
+      CHECK_FALSE(suspended.load());
+      seen.insert(got.load());
+    }
+    CHECK(seen.size() == 3);
+    CHECK(pool.available() == 0);
+    for (int* slot : seen) pool.release(slot);
+    CHECK(pool.available() == 3);
+  }
+
+  TEST_CASE("a coroutine waiting for an empty pool is suspended and resumed by a release") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool suspend");
+    crema::thread_pool executor(1);
+    pool_type pool(1, [] { return 7; }, executor);
+    std::atomic<int*> first{nullptr};
+    std::atomic<bool> first_suspended{true};
+    std::latch first_done(1);
+    take(executor, pool, first, first_suspended, first_done).coroutine.resume();
+    first_done.wait();
+
+    std::atomic<int*> second{nullptr};
+    std::atomic<bool> second_suspended{false};
+    std::latch second_done(1);
+    take(executor, pool, second, second_suspended, second_done).coroutine.resume();
+    while (pool.available() >= 0) std::this_thread::yield();  // it has registered as a waiter
+    CHECK(second.load() == nullptr);
+    pool.release(first.load());
+    second_done.wait();
+    CHECK(second.load() == first.load());  // the same slot, handed over
+    CHECK(second_suspended.load());
+  }
+
+  TEST_CASE("stop wakes every waiter with no slot and refuses later acquisitions") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool stop");
+    crema::thread_pool executor(2);
+    pool_type pool(0, [] { return 0; }, executor);
+    constexpr int waiters = 5;
+    std::vector<std::atomic<int*>> got(waiters);
+    std::vector<std::atomic<bool>> suspended(waiters);
+    std::latch done(waiters);
+    for (int i = 0; i < waiters; ++i) {
+      take(executor, pool, got[static_cast<std::size_t>(i)], suspended[static_cast<std::size_t>(i)],
+           done)
+          .coroutine.resume();
+    }
+    while (pool.available() > -waiters) std::this_thread::yield();
+    pool.stop();
+    done.wait();
+    for (const auto& slot : got) CHECK(slot.load() == nullptr);
+    CHECK(pool.stopped());
+
+    std::atomic<int*> late{nullptr};
+    std::atomic<bool> late_suspended{true};
+    std::latch late_done(1);
+    take(executor, pool, late, late_suspended, late_done).coroutine.resume();
+    late_done.wait();
+    CHECK(late.load() == nullptr);
+    CHECK_FALSE(late_suspended.load());
+  }
+}
+
+TEST_SUITE("queue_pair") {
+  TEST_CASE("full slots reach the consumer and stop wakes a waiting consumer with null") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "queue_pair");
+    crema::thread_pool executor(1);
+    crema::queue_pair<int, crema::thread_pool> pair(2, [] { return 0; }, executor);
+    int a = 1;
+    pair.push(&a);
+    CHECK(pair.full_count() == 1);
+    CHECK(pair.pop() == &a);
+    int* none = nullptr;
+    CHECK_FALSE(pair.try_pop(none));
+
+    std::atomic<bool> woke{false};
+    std::thread consumer([&] {
+      CHECK(pair.pop() == nullptr);
+      woke = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pair.stop();
+    consumer.join();
+    CHECK(woke.load());
+    CHECK(pair.free_slots().stopped());
+  }
+}
