@@ -23,11 +23,13 @@ concept host_resource =
     };
 
 /// @brief An event recorded on a stream: it becomes ready when the work queued before it ends.
+/// A default-constructed event has nothing to wait for.
 ///
 /// `ready()` asks without blocking; `wait()` blocks until the event is ready and rethrows an
 /// error of the work it waited for.
 template <class Event>
-concept stream_event = std::movable<Event> && requires(const Event& event) {
+concept stream_event = std::movable<Event> && std::default_initializable<Event> &&
+                       requires(const Event& event) {
   { event.ready() } -> std::same_as<bool>;
   event.wait();
 };

@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -86,7 +85,9 @@ class synced_buffer {
         head_(std::exchange(other.head_, crema::head::uninitialized)),
         owns_host_(std::exchange(other.owns_host_, false)),
         owns_device_(std::exchange(other.owns_device_, false)),
-        pending_(std::exchange(other.pending_, std::nullopt)) {}
+        pending_(std::exchange(other.pending_, false)),
+        pending_event_(std::move(other.pending_event_)),
+        pending_head_(other.pending_head_) {}
 
   /// @brief Frees this buffer's memory, then takes over `other`'s.
   synced_buffer& operator=(synced_buffer&& other) noexcept {
@@ -112,6 +113,8 @@ class synced_buffer {
     swap(owns_host_, other.owns_host_);
     swap(owns_device_, other.owns_device_);
     swap(pending_, other.pending_);
+    swap(pending_event_, other.pending_event_);
+    swap(pending_head_, other.pending_head_);
   }
 
   /// @return the number of elements
@@ -134,13 +137,13 @@ class synced_buffer {
   /// @return whether an asynchronous copy is still running; never blocks
   [[nodiscard]] bool transfer_pending() const {
     poll();
-    return pending_.has_value();
+    return pending_;
   }
   /// @brief Blocks until a pending asynchronous copy has finished.
   /// @throws whatever the stream reports of the copy
   void wait() const {
     if (pending_) {
-      pending_->event.wait();
+      pending_event_.wait();
       settle();
     }
   }
@@ -207,11 +210,6 @@ class synced_buffer {
   }
 
  private:
-  struct pending_copy {
-    event_type event;
-    crema::head next;
-  };
-
   // Runs `op` through the table: wait for a pending copy, do the step's work, move the head.
   // The head moves only after the work succeeded, so a failed allocation changes nothing.
   void access(operation op, stream_type* stream = nullptr) const {
@@ -224,7 +222,9 @@ class synced_buffer {
     }
     if (next->work != action::none) [[unlikely]] do_work(next->work, stream);
     if (stream != nullptr && size_ != 0) {
-      pending_.emplace(pending_copy{stream->record(), next->next});
+      pending_event_ = stream->record();
+      pending_head_ = next->next;
+      pending_ = true;
     } else {
       head_ = next->next;
     }
@@ -286,11 +286,11 @@ class synced_buffer {
 
   // Settles a finished copy without blocking; wait() rethrows if it failed.
   void poll() const {
-    if (pending_ && pending_->event.ready()) wait();
+    if (pending_ && pending_event_.ready()) wait();
   }
   void settle() const noexcept {
-    head_ = pending_->next;
-    pending_.reset();
+    head_ = pending_head_;
+    pending_ = false;
   }
 
   void check_borrowed(const char* call, const T* data, size_type count) const {
@@ -309,10 +309,10 @@ class synced_buffer {
       // The copy may still be reading or writing our memory: it must end before the free.
       // A failed copy has nothing left to report to anyone here.
       try {
-        pending_->event.wait();
+        pending_event_.wait();
       } catch (...) {
       }
-      pending_.reset();
+      pending_ = false;
     }
     free_host();
     free_device();
@@ -328,7 +328,10 @@ class synced_buffer {
   mutable crema::head head_ = crema::head::uninitialized;
   mutable bool owns_host_ = false;
   mutable bool owns_device_ = false;
-  mutable std::optional<pending_copy> pending_;
+  // An asynchronous copy in flight: the event recorded after it, and the head once it is done.
+  mutable bool pending_ = false;
+  mutable event_type pending_event_{};
+  mutable crema::head pending_head_ = crema::head::uninitialized;
 };
 
 /// @brief Exchanges two buffers. Never throws.

@@ -12,6 +12,18 @@
 #include <utility>
 
 namespace crema {
+namespace detail {
+
+// Tells the processor this is a spin-wait (x86 `pause`), so the other hyper-thread runs on.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace detail
 
 /// @brief What `co_await pool.acquire()` gives: a free slot (or none once the pool is stopped),
 /// and whether the awaiting coroutine had to wait for it.
@@ -24,9 +36,9 @@ struct acquired_slot {
 /// @brief A fixed set of preallocated slots that coroutines acquire asynchronously: the free
 /// pool of a producer/consumer pair.
 ///
-/// `co_await acquire()` takes a free slot at once when there is one; otherwise it suspends the
-/// awaiting coroutine (no thread blocks) until `release()` hands a slot back, and then resumes it
-/// on the executor. The capacity is the slot count: slots are made once, at construction, and
+/// `co_await acquire()` takes a free slot at once when there is one; otherwise, after a short
+/// spin, it suspends the awaiting coroutine (no thread blocks) until `release()` hands a slot
+/// back, and then resumes it on the executor. The capacity is the slot count: slots are made once, at construction, and
 /// reused, never reallocated. `stop()` resumes every waiter with no slot and makes every later
 /// `acquire()` return none.
 ///
@@ -91,6 +103,7 @@ class slot_pool {
 
  private:
   static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
+  static constexpr int spin_limit = 4096;
 
   struct waiter {
     std::coroutine_handle<> coroutine;
@@ -102,6 +115,12 @@ class slot_pool {
     explicit awaiter(slot_pool* pool) noexcept : pool_(pool) {}
 
     bool await_ready() noexcept {
+      // A slot often comes back within microseconds: wait that long before paying for a
+      // suspension and a resumption through the executor.
+      for (int spin = 0; spin < spin_limit; ++spin) {
+        if (pool_->available_.load(std::memory_order_relaxed) > 0) break;
+        detail::cpu_relax();
+      }
       if (pool_->available_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
         waiter_.result = {pool_->take_free_slot(), false};
         return true;
