@@ -30,7 +30,7 @@ void whole_pipeline(benchmark::State& state) {
   auto consumer = pipe.consumer(0);
   for (auto _ : state) {
     auto batch = consumer.pull();
-    benchmark::DoNotOptimize((*batch)->items().data());
+    benchmark::DoNotOptimize(batch->items().data());
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * batch_size));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * batch_size * payload));

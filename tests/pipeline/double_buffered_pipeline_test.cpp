@@ -73,7 +73,7 @@ TEST_SUITE("double_buffered_pipeline") {
     };
     while (!every_producer_suspended()) {
       auto batch = consumer.pull();
-      REQUIRE(batch.has_value());
+      REQUIRE(batch);
       std::this_thread::sleep_for(100us);  // a slow consumer: the pool runs dry
     }
     pipe.stop();
@@ -137,8 +137,8 @@ TEST_SUITE("double_buffered_pipeline") {
     std::vector<int> seen;
     for (int i = 0; i < 10; ++i) {
       auto batch = consumer.pull();
-      REQUIRE(batch.has_value());
-      for (int value : **batch) seen.push_back(value);
+      REQUIRE(batch);
+      for (int value : *batch) seen.push_back(value);
     }
     for (std::size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == static_cast<int>(i % 10));
     CHECK(pipe.stats().epochs >= 3);
@@ -162,8 +162,8 @@ TEST_SUITE("double_buffered_pipeline") {
       auto consumer = pipe.consumer(0);
       for (int i = 0; i < 200; ++i) {
         auto batch = consumer.pull();
-        REQUIRE(batch.has_value());
-        CHECK((*batch)->size() == 16);
+        REQUIRE(batch);
+        CHECK(batch->size() == 16);
       }
       second.join();
       CHECK(crema::test::counted::constructed == 2 * 3 * 16);  // consumers * prefetch * batch
@@ -177,14 +177,14 @@ TEST_SUITE("double_buffered_pipeline") {
     auto consumer = pipe.consumer(0);
     auto first = consumer.pull();
     auto second = consumer.pull();
-    REQUIRE(first.has_value());
-    REQUIRE(second.has_value());
+    REQUIRE(first);
+    REQUIRE(second);
     CHECK_THROWS_WITH_AS((void)consumer.pull(),
                          "pipeline: consumer 0 holds all 2 of its slots; release a lease before "
                          "pulling again",
                          crema::pipeline_error);
-    first->reset();
-    CHECK(consumer.pull().has_value());  // the slot came back and was refilled
+    first.reset();
+    CHECK(consumer.pull());  // the slot came back and was refilled
   }
 }
 
@@ -198,7 +198,7 @@ TEST_SUITE("double_buffered_pipeline stop") {
     while (pipe.stats().waiting_producers < 4) std::this_thread::sleep_for(1ms);
     CHECK(pipe.stats().queued_batches == 2);
     pipe.stop();
-    CHECK_FALSE(pipe.consumer(0).pull().has_value());
+    CHECK_FALSE(pipe.consumer(0).pull());
   }
 
   TEST_CASE("stop wakes a consumer waiting for data") {
@@ -214,7 +214,7 @@ TEST_SUITE("double_buffered_pipeline stop") {
     std::atomic<bool> ended{false};
     std::thread consumer([&] {
       auto handle = pipe.consumer(0);
-      while (handle.pull().has_value()) {
+      while (handle.pull()) {
       }
       ended = true;
     });
@@ -257,8 +257,7 @@ TEST_SUITE("double_buffered_pipeline stop") {
       using item_type = crema::test::counted;
       void operator()(const int& record, crema::test::counted& item) const { item.value = record; }
     };
-    std::optional<crema::double_buffered_pipeline<crema::vector_source<int>, fill_counted>::lease_type>
-        kept;
+    crema::double_buffered_pipeline<crema::vector_source<int>, fill_counted>::lease_type kept;
     {
       crema::double_buffered_pipeline pipe{numbers(100), fill_counted{},
                                            {.batch_size = 8, .prefetch = 3, .producers = 2,
@@ -267,8 +266,8 @@ TEST_SUITE("double_buffered_pipeline stop") {
       kept = consumer.pull();
       (void)consumer.pull();
     }  // destroyed with a lease still out
-    REQUIRE(kept.has_value());
-    CHECK((*kept)->size() == 8);  // the slot outlives the pipeline
+    REQUIRE(kept);
+    CHECK(kept->size() == 8);  // the slot outlives the pipeline
     kept.reset();
     CHECK(crema::test::counted::destroyed == crema::test::counted::constructed);
   }
@@ -302,7 +301,7 @@ TEST_SUITE("double_buffered_pipeline errors") {
     for (std::size_t index : {0U, 1U}) {
       auto consumer = pipe.consumer(index);
       try {
-        while (consumer.pull().has_value()) {
+        while (consumer.pull()) {
         }
         FAIL("expected a pipeline_error");
       } catch (const crema::pipeline_error& e) {
@@ -330,7 +329,7 @@ TEST_SUITE("double_buffered_pipeline errors") {
     std::vector<int> seen;
     try {
       while (auto batch = consumer.pull()) {
-        for (int value : **batch) seen.push_back(value);
+        for (int value : *batch) seen.push_back(value);
       }
       FAIL("expected a pipeline_error");
     } catch (const crema::pipeline_error& e) {

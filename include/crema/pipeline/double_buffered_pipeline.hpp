@@ -156,13 +156,15 @@ class double_buffered_pipeline {
   /// the pipeline lives. One thread at a time per consumer index.
   class consumer_ref {
    public:
-    /// @brief The next batch, waiting for it if need be.
-    /// @return the batch, or nothing at the end of a single pass or after `stop()`
+    /// @brief The next batch, waiting for it if need be:
+    /// `while (auto batch = consumer.pull()) use(*batch);`
+    /// @return a lease on the batch; an empty lease at the end of a single pass or after `stop()`
+    /// @throws crema::pipeline_error if a source or transform failed, or if this consumer holds
+    ///         every one of its slots (waiting would never end)
+    [[nodiscard]] lease_type pull() { return core_->pull(index_, true); }
+    /// @brief The next batch if one is ready now (else an empty lease); never blocks.
     /// @throws crema::pipeline_error if a source or transform failed
-    [[nodiscard]] std::optional<lease_type> pull() { return core_->pull(index_, true); }
-    /// @brief The next batch if one is ready now; never blocks.
-    /// @throws crema::pipeline_error if a source or transform failed
-    [[nodiscard]] std::optional<lease_type> try_pull() { return core_->pull(index_, false); }
+    [[nodiscard]] lease_type try_pull() { return core_->pull(index_, false); }
 
     class iterator {
      public:
@@ -171,19 +173,19 @@ class double_buffered_pipeline {
       iterator() = default;
       explicit iterator(consumer_ref* owner) : owner_(owner) { ++*this; }
       /// @brief Moves the lease out (range-for: `for (auto batch : pipe.consumer(0))`).
-      lease_type operator*() noexcept { return std::move(*current_); }
+      lease_type operator*() noexcept { return std::move(current_); }
       iterator& operator++() {
         current_ = owner_->pull();
         return *this;
       }
       void operator++(int) { ++*this; }
       friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept {
-        return !it.current_.has_value();
+        return !it.current_;
       }
 
      private:
       consumer_ref* owner_ = nullptr;
-      std::optional<lease_type> current_;
+      lease_type current_;
     };
     /// @brief Pulls the first batch; iteration ends where `pull()` returns nothing.
     [[nodiscard]] iterator begin() { return iterator{this}; }
@@ -428,19 +430,19 @@ class double_buffered_pipeline {
 
     // -- consumers ------------------------------------------------------------------------
 
-    std::optional<lease_type> pull(std::size_t index, bool wait) {
+    lease_type pull(std::size_t index, bool wait) {
       const std::shared_ptr<channel>& source_channel = channels[index];
       channel& target = *source_channel;
       for (;;) {
         rethrow_error();
-        if (stop_source.stop_requested()) return std::nullopt;
+        if (stop_source.stop_requested()) return {};
         if (options.ordered) {
           slot_type*& waiting = target.reorder[target.next_sequence % options.prefetch];
           if (waiting != nullptr && waiting->sequence == target.next_sequence) {
             return deliver(source_channel, std::exchange(waiting, nullptr));
           }
         }
-        if (target.total && target.delivered == *target.total) return std::nullopt;
+        if (target.total && target.delivered == *target.total) return {};
 
         slot_type* slot = nullptr;
         if (wait && target.outstanding.load(std::memory_order_relaxed) == options.prefetch) {
@@ -455,7 +457,7 @@ class double_buffered_pipeline {
           slot = target.pop();
           consumer_wait_ns.fetch_add(elapsed_ns(asked), std::memory_order_relaxed);
         } else if (!target.try_pop(slot)) {
-          return std::nullopt;
+          return {};
         }
         if (slot == nullptr) continue;  // woken by stop: the checks above answer
         if (slot == &target.end_marker) {
@@ -471,7 +473,7 @@ class double_buffered_pipeline {
       }
     }
 
-    std::optional<lease_type> deliver(const std::shared_ptr<channel>& target, slot_type* slot) {
+    lease_type deliver(const std::shared_ptr<channel>& target, slot_type* slot) {
       ++target->next_sequence;
       ++target->delivered;
       target->outstanding.fetch_add(1, std::memory_order_relaxed);

@@ -59,7 +59,7 @@ class queue_pair {
   [[nodiscard]] slot_pool<Slot, Executor>& free_slots() noexcept { return free_; }
 
  private:
-  static constexpr int pop_spin_limit = 4096;
+  static constexpr int pop_spin_limit = 512;  // a few microseconds of `pause`
 
   slot_pool<Slot, Executor> free_;
   moodycamel::BlockingConcurrentQueue<Slot*> full_;

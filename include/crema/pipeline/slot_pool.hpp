@@ -103,7 +103,7 @@ class slot_pool {
 
  private:
   static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
-  static constexpr int spin_limit = 4096;
+  static constexpr int spin_limit = 512;  // a few microseconds of `pause`
 
   struct waiter {
     std::coroutine_handle<> coroutine;
@@ -116,9 +116,10 @@ class slot_pool {
 
     bool await_ready() noexcept {
       // A slot often comes back within microseconds: wait that long before paying for a
-      // suspension and a resumption through the executor.
+      // suspension and a resumption through the executor. Not when others already wait: a
+      // returned slot goes to them first, so spinning could only waste the thread.
       for (int spin = 0; spin < spin_limit; ++spin) {
-        if (pool_->available_.load(std::memory_order_relaxed) > 0) break;
+        if (pool_->available_.load(std::memory_order_relaxed) != 0) break;
         detail::cpu_relax();
       }
       if (pool_->available_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
