@@ -3,6 +3,10 @@
 // Everything in crema that needs nothing but a C++20 compiler, {fmt} and concurrentqueue.
 // Headers of the optional components (CUDA, NCCL, LMDB, images, MPI) are included one by one.
 
+#include <crema/collective/backends/host_threads.hpp>
+#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/p2p_sync.hpp>
+#include <crema/collective/topology.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/generator.hpp>
 #include <crema/core/thread_pool.hpp>

@@ -1,0 +1,254 @@
+#pragma once
+
+#include <crema/collective/backends/host_threads.hpp>
+#include <crema/collective/topology.hpp>
+#include <crema/core/error.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace crema {
+
+/// @brief What a reduction does with the sum.
+enum class reduction {
+  sum,      ///< the sum over participants
+  average,  ///< the sum times 1/N, folded into the pass that writes the result
+};
+
+/// @brief The factor type an element is scaled by: itself for floating point, double otherwise.
+template <class T>
+using scale_type_t = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+
+/// @brief An element type a reducer can sum and average: `a + b` and `a * scale`.
+template <class T>
+concept reducible = std::copyable<T> && std::default_initializable<T> &&
+                    requires(T a, T b, scale_type_t<T> scale) {
+  { a + b } -> std::convertible_to<T>;
+  { a * scale } -> std::convertible_to<T>;
+};
+
+namespace detail {
+
+// Tree-ordered sums over element ranges, with one scratch block per tree level: v(p) is p's own
+// elements, then plus v(child) for each child in order. The same order for every range, every
+// run, whoever computes it: the result is the tree's, bit for bit.
+template <class T>
+class tree_sum {
+ public:
+  tree_sum(const tree_topology& tree, std::size_t block) : tree_(&tree), block_(block) {}
+
+  // Sums elements [begin, end) over `buffers` in the tree's order and hands each finished block
+  // to `write(offset, values, count)`. `scratch` holds height() * block elements.
+  template <class Write>
+  void run(std::span<const std::span<T>> buffers, std::size_t begin, std::size_t end,
+           std::span<T> scratch, Write&& write) const {
+    for (std::size_t offset = begin; offset < end; offset += block_) {
+      const std::size_t count = std::min(block_, end - offset);
+      sum_subtree(tree_->root(), buffers, offset, count, scratch);
+      write(offset, scratch.data(), count);
+    }
+  }
+
+  [[nodiscard]] std::size_t scratch_size() const noexcept { return tree_->height() * block_; }
+
+ private:
+  // v(node) for [offset, offset + count) into the scratch block of the node's depth.
+  void sum_subtree(std::size_t node, std::span<const std::span<T>> buffers, std::size_t offset,
+                   std::size_t count, std::span<T> scratch) const {
+    T* out = scratch.data() + tree_->depth(node) * block_;
+    const T* own = buffers[node].data() + offset;
+    std::copy(own, own + count, out);
+    for (const std::size_t child : tree_->children(node)) {
+      const T* from;
+      if (tree_->children(child).empty()) {
+        from = buffers[child].data() + offset;  // a leaf's value is its own elements
+      } else {
+        sum_subtree(child, buffers, offset, count, scratch);
+        from = scratch.data() + tree_->depth(child) * block_;
+      }
+      for (std::size_t i = 0; i < count; ++i) out[i] = out[i] + from[i];
+    }
+  }
+
+  const tree_topology* tree_;
+  std::size_t block_;
+};
+
+}  // namespace detail
+
+/// @brief Broadcast, reduce and allreduce over one buffer per participant, along a
+/// `tree_topology`, in place.
+///
+/// Caffe's P2PSync as a reusable template: parameters flow down from the root, gradients are
+/// summed up the tree and the root scales them by 1/N. Sums are taken in the tree's order (each
+/// participant's own elements, then each child's subtree sum in the children's order), so the
+/// result is identical bit for bit from run to run for a given tree, whatever the thread count
+/// or block size.
+///
+/// The collectives are called from one thread at a time (they serialize on a mutex) and block
+/// until done. `block_elements` is the unit of work: small enough that a block of every buffer
+/// stays in cache while it is summed and written back.
+///
+/// @tparam T       a `reducible` element type: float, double, or any T with + and scaling
+/// @tparam Backend where the buffers live and who does the work; `host_threads` here
+template <reducible T, class Backend = host_threads>
+class device_tree_reducer {
+ public:
+  using value_type = T;
+  using scale_type = scale_type_t<T>;
+
+  /// The default block: 16 KiB of floats.
+  static constexpr std::size_t default_block_elements = 4096;
+
+  /// @param tree           the topology; `buffers[i]` belongs to participant `i`
+  /// @param buffers        one buffer per participant, all of the same size, not overlapping
+  /// @param backend        does the work
+  /// @param block_elements elements summed per block (0 is taken as the default)
+  /// @throws crema::collective_error if the buffer count is not the participant count, or two
+  ///         buffers differ in size (naming both participants and sizes)
+  device_tree_reducer(tree_topology tree, std::vector<std::span<T>> buffers,
+                      std::shared_ptr<Backend> backend = std::make_shared<Backend>(),
+                      std::size_t block_elements = default_block_elements)
+      : tree_(std::move(tree)),
+        buffers_(std::move(buffers)),
+        backend_(std::move(backend)),
+        sum_(tree_, block_elements != 0 ? block_elements : default_block_elements),
+        scratch_(backend_->size() * sum_.scratch_size()) {
+    if (buffers_.size() != tree_.size()) {
+      detail::fail<collective_error>("device_tree_reducer: {} buffers for {} participants",
+                                     buffers_.size(), tree_.size());
+    }
+    for (std::size_t i = 1; i < buffers_.size(); ++i) {
+      if (buffers_[i].size() != buffers_[0].size()) {
+        detail::fail<collective_error>(
+            "device_tree_reducer: participant {} has {} elements, participant 0 has {}", i,
+            buffers_[i].size(), buffers_[0].size());
+      }
+    }
+  }
+
+  /// @return the number of participants
+  [[nodiscard]] std::size_t participants() const noexcept { return tree_.size(); }
+  /// @return the number of elements in each buffer
+  [[nodiscard]] std::size_t size() const noexcept { return buffers_[0].size(); }
+  /// @return the topology
+  [[nodiscard]] const tree_topology& topology() const noexcept { return tree_; }
+  /// @return participant `i`'s buffer
+  [[nodiscard]] std::span<T> buffer(std::size_t i) const {
+    check_participant("buffer", i);
+    return buffers_[i];
+  }
+
+  /// @brief Copies participant `root`'s buffer into every other participant's.
+  /// @throws crema::collective_error if `root` is not a participant
+  void broadcast(std::size_t root) {
+    check_participant("broadcast", root);
+    std::scoped_lock lock(mutex_);
+    for_each_share([&](std::size_t begin, std::size_t end, std::span<T>) {
+      const T* from = buffers_[root].data();
+      for (std::size_t i = 0; i < buffers_.size(); ++i) {
+        if (i != root) std::copy(from + begin, from + end, buffers_[i].data() + begin);
+      }
+    });
+  }
+
+  /// @brief Sums every participant's buffer into participant `root`'s (times 1/N for
+  /// `reduction::average`); the others are left as they were.
+  /// @throws crema::collective_error if `root` is not a participant
+  void reduce(std::size_t root, reduction op = reduction::sum) {
+    check_participant("reduce", root);
+    std::scoped_lock lock(mutex_);
+    const scale_type scale = scale_for(op);
+    for_each_share([&](std::size_t begin, std::size_t end, std::span<T> scratch) {
+      sum_.run(buffers_, begin, end, scratch, [&](std::size_t offset, const T* values,
+                                                  std::size_t count) {
+        write_scaled(values, count, scale, op, buffers_[root].data() + offset);
+      });
+    });
+  }
+
+  /// @brief Leaves the sum (times 1/N for `reduction::average`) in every participant's buffer.
+  void allreduce(reduction op = reduction::sum) {
+    std::scoped_lock lock(mutex_);
+    const scale_type scale = scale_for(op);
+    for_each_share([&](std::size_t begin, std::size_t end, std::span<T> scratch) {
+      sum_.run(buffers_, begin, end, scratch, [&](std::size_t offset, const T* values,
+                                                  std::size_t count) {
+        T* first = buffers_[0].data() + offset;
+        write_scaled(values, count, scale, op, first);
+        for (std::size_t i = 1; i < buffers_.size(); ++i) {
+          std::copy(first, first + count, buffers_[i].data() + offset);
+        }
+      });
+    });
+  }
+
+  /// @brief Sums elements [begin, end) into participant `root`'s buffer on the calling thread
+  /// alone, with `scratch` of `scratch_size()` elements; for hooks that reduce one bucket while
+  /// the other participants go on.
+  void reduce_range_here(std::size_t root, std::size_t begin, std::size_t end, reduction op,
+                         std::span<T> scratch) const {
+    const scale_type scale = scale_for(op);
+    sum_.run(buffers_, begin, end, scratch,
+             [&](std::size_t offset, const T* values, std::size_t count) {
+               write_scaled(values, count, scale, op, buffers_[root].data() + offset);
+             });
+  }
+  /// @return the scratch elements `reduce_range_here` needs
+  [[nodiscard]] std::size_t scratch_size() const noexcept { return sum_.scratch_size(); }
+
+ private:
+  void check_participant(const char* call, std::size_t i) const {
+    if (i >= tree_.size()) {
+      detail::fail<collective_error>("device_tree_reducer::{}: participant {} is outside a tree "
+                                     "of {}",
+                                     call, i, tree_.size());
+    }
+  }
+
+  [[nodiscard]] scale_type scale_for(reduction op) const {
+    return op == reduction::average ? scale_type(1) / static_cast<scale_type>(tree_.size())
+                                    : scale_type(1);
+  }
+
+  static void write_scaled(const T* values, std::size_t count, scale_type scale, reduction op,
+                           T* out) {
+    if (op == reduction::average) {
+      for (std::size_t i = 0; i < count; ++i) out[i] = values[i] * scale;
+    } else {
+      std::copy(values, values + count, out);
+    }
+  }
+
+  // Splits the elements into one contiguous share per backend thread.
+  template <class Work>
+  void for_each_share(Work&& work) {
+    const std::size_t parts = backend_->size();
+    const std::size_t total = size();
+    const std::size_t share = (total + parts - 1) / parts;
+    backend_->parallel([&](std::size_t part) {
+      const std::size_t begin = std::min(total, part * share);
+      const std::size_t end = std::min(total, begin + share);
+      if (begin < end) {
+        work(begin, end,
+             std::span<T>(scratch_.data() + part * sum_.scratch_size(), sum_.scratch_size()));
+      }
+    });
+  }
+
+  tree_topology tree_;
+  std::vector<std::span<T>> buffers_;
+  std::shared_ptr<Backend> backend_;
+  detail::tree_sum<T> sum_;
+  std::vector<T> scratch_;
+  std::mutex mutex_;
+};
+
+}  // namespace crema
