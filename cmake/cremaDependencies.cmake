@@ -9,7 +9,7 @@
 #   crema_find_concurrentqueue()  crema::concurrentqueue   no config in Debian: a header search
 #   crema_find_lmdb()             PkgConfig::LMDB          lmdb.pc
 #   crema_find_image()            PkgConfig::TURBOJPEG, PkgConfig::PNG
-#   crema_find_cuda()             CUDA::cudart             FindCUDAToolkit
+#   crema_find_cuda()             CUDA::cudart, crema::cccl  FindCUDAToolkit
 #   crema_find_nccl()             crema::nccl_library      nccl.h and libnccl beside the toolkit
 #   crema_find_mpi()              MPI::MPI_CXX             FindMPI (the C API)
 
@@ -88,6 +88,16 @@ macro(crema_find_cuda)
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND AND TARGET CUDA::cudart)
     set(crema_cuda_FOUND TRUE)
+    # CUDA 13 keeps Thrust, CUB and libcu++ under include/cccl: the host compiler needs it too,
+    # for Thrust code built for its CPP device system.
+    if(NOT TARGET crema::cccl)
+      add_library(crema::cccl INTERFACE IMPORTED)
+      foreach(include_dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
+        if(EXISTS "${include_dir}/cccl/thrust")
+          target_include_directories(crema::cccl INTERFACE "${include_dir}/cccl")
+        endif()
+      endforeach()
+    endif()
   else()
     set(crema_cuda_FOUND FALSE)
   endif()

@@ -1,0 +1,146 @@
+#pragma once
+
+#include <crema/collective/cuda/elementwise.cuh>
+#include <crema/collective/detail/tree_schedule.hpp>
+#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/topology.hpp>
+#include <crema/core/cuda/cuda_try.hpp>
+#include <crema/core/cuda/device.hpp>
+#include <crema/core/error.hpp>
+#include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/device_span.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace crema::cuda {
+
+/// @brief Allreduce and broadcast over one device buffer per GPU, along a `tree_topology` whose
+/// participant numbers are device ordinals: `cudaMemcpyPeerAsync` along the tree's edges, an add
+/// kernel (Thrust) on the receiving device's stream, events between levels.
+///
+/// Each parent adds its children's subtree sums into its own buffer in the children's order, so
+/// the result is the tree's sum, the same bits as the host reducer gives. Edges the topology
+/// marks not direct are still copied by `cudaMemcpyPeerAsync`, which stages through the host.
+/// Peer access is enabled where the devices allow it. Calls block until the collective is done.
+/// Compiled with nvcc (`.cuh`); its schedule and element-wise code are tested on the CPU.
+template <reducible T>
+class cuda_p2p_reducer {
+ public:
+  using scale_type = scale_type_t<T>;
+
+  /// @param tree    participants numbered by device ordinal
+  /// @param buffers one device buffer per participant, on that participant's device, same size
+  /// @throws crema::collective_error on a count or size mismatch; crema::cuda_error on CUDA
+  ///         failures (no device, for one)
+  cuda_p2p_reducer(tree_topology tree, std::vector<device_span<T>> buffers)
+      : tree_(std::move(tree)), buffers_(std::move(buffers)) {
+    if (buffers_.size() != tree_.size()) {
+      crema::detail::fail<collective_error>("cuda_p2p_reducer: {} buffers for {} participants",
+                                            buffers_.size(), tree_.size());
+    }
+    for (std::size_t i = 0; i < buffers_.size(); ++i) {
+      if (buffers_[i].size() != buffers_[0].size()) {
+        crema::detail::fail<collective_error>(
+            "cuda_p2p_reducer: participant {} has {} elements, participant 0 has {}", i,
+            buffers_[i].size(), buffers_[0].size());
+      }
+      scoped_device on(tree_.id(i));
+      streams_.emplace_back();
+      void* staging = nullptr;
+      CREMA_CUDA_TRY(cudaMalloc(&staging, buffers_[0].size_bytes() == 0 ? 1 : buffers_[0].size_bytes()));
+      staging_.push_back(static_cast<T*>(staging));
+      if (const auto parent = tree_.parent(i)) enable_peer_access(tree_.id(i), tree_.id(*parent));
+    }
+  }
+  cuda_p2p_reducer(const cuda_p2p_reducer&) = delete;
+  cuda_p2p_reducer& operator=(const cuda_p2p_reducer&) = delete;
+  ~cuda_p2p_reducer() {
+    for (std::size_t i = 0; i < staging_.size(); ++i) {
+      (void)cudaSetDevice(tree_.id(i));
+      (void)cudaFree(staging_[i]);
+    }
+  }
+
+  /// @brief Leaves the tree-order sum (times 1/N for `reduction::average`) in every buffer.
+  void allreduce(reduction op = reduction::sum) {
+    const std::size_t count = buffers_[0].size();
+    if (count == 0) return;
+    const std::size_t bytes = buffers_[0].size_bytes();
+    crema::detail::tree_allreduce_schedule(
+        tree_,
+        [&](std::size_t parent, std::size_t child) {
+          scoped_device on(tree_.id(parent));
+          wait_for(parent, child);
+          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(staging_[parent], tree_.id(parent),
+                                             buffers_[child].data(), tree_.id(child), bytes,
+                                             streams_[parent].native_handle()));
+          detail::add_into(thrust::cuda::par.on(streams_[parent].native_handle()),
+                           buffers_[parent].data(), staging_[parent], count);
+        },
+        [&](std::size_t root) {
+          if (op != reduction::average) return;
+          scoped_device on(tree_.id(root));
+          const scale_type scale = scale_type(1) / static_cast<scale_type>(tree_.size());
+          detail::scale_into(thrust::cuda::par.on(streams_[root].native_handle()),
+                             buffers_[root].data(), count, scale);
+        },
+        [&](std::size_t parent, std::size_t child) {
+          scoped_device on(tree_.id(child));
+          wait_for(child, parent);
+          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(buffers_[child].data(), tree_.id(child),
+                                             buffers_[parent].data(), tree_.id(parent), bytes,
+                                             streams_[child].native_handle()));
+        });
+    for (auto& stream : streams_) stream.synchronize();
+  }
+
+  /// @brief Copies participant `root`'s buffer into every other participant's.
+  void broadcast(std::size_t root) {
+    if (root >= tree_.size()) {
+      crema::detail::fail<collective_error>(
+          "cuda_p2p_reducer::broadcast: participant {} is outside a tree of {}", root,
+          tree_.size());
+    }
+    for (std::size_t i = 0; i < tree_.size(); ++i) {
+      if (i == root) continue;
+      scoped_device on(tree_.id(i));
+      CREMA_CUDA_TRY(cudaMemcpyPeerAsync(buffers_[i].data(), tree_.id(i), buffers_[root].data(),
+                                         tree_.id(root), buffers_[0].size_bytes(),
+                                         streams_[i].native_handle()));
+    }
+    for (auto& stream : streams_) stream.synchronize();
+  }
+
+ private:
+  // `waiter`'s stream waits for everything queued so far on `other`'s stream.
+  void wait_for(std::size_t waiter, std::size_t other) {
+    const cuda_event done = streams_[other].record();
+    CREMA_CUDA_TRY(
+        cudaStreamWaitEvent(streams_[waiter].native_handle(), done.native_handle(), 0));
+  }
+
+  static void enable_peer_access(int device, int peer) {
+    int can = 0;
+    CREMA_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, peer));
+    if (can == 0) return;  // copies are staged through the host
+    for (const auto [from, to] : {std::pair{device, peer}, std::pair{peer, device}}) {
+      scoped_device on(from);
+      const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
+      if (status == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+      } else {
+        CREMA_CUDA_TRY(status);
+      }
+    }
+  }
+
+  tree_topology tree_;
+  std::vector<device_span<T>> buffers_;
+  std::vector<cuda_stream> streams_;
+  std::vector<T*> staging_;
+};
+
+}  // namespace crema::cuda

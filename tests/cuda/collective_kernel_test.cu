@@ -1,0 +1,53 @@
+// Compiled and linked by nvcc in the cuda-compile preset: the peer-copy and NCCL reducers over
+// every GPU of the machine. Runs only where there are devices.
+#include <crema/collective/cuda/cuda_p2p_reducer.cuh>
+#include <crema/collective/nccl/nccl_reducer.hpp>
+#include <crema/memory/cuda/synced_buffer.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+bool skip_without_device() {
+  if (crema::cuda::device_count() > 0) return false;
+  std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
+  if (skip_without_device()) return;
+  const int devices = crema::cuda::device_count();
+  std::vector<int> ids(static_cast<std::size_t>(devices));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::vector<crema::cuda::synced_buffer<float>> buffers;
+  std::vector<crema::device_span<float>> spans;
+  for (const int device : ids) {
+    crema::cuda::scoped_device on(device);
+    buffers.emplace_back(1000, crema::host_pinned_resource{}, crema::cuda_device_resource(device));
+    std::ranges::fill(buffers.back().mutable_host(), static_cast<float>(device + 1));
+    spans.push_back(buffers.back().mutable_device());
+  }
+  const auto tree = crema::tree_topology::build(ids, [](int a, int b) {
+    int can = 0;
+    return a == b || (cudaDeviceCanAccessPeer(&can, a, b) == cudaSuccess && can != 0);
+  });
+  crema::cuda::cuda_p2p_reducer<float> peer(tree, spans);
+  peer.allreduce(crema::reduction::average);
+  const float mean = static_cast<float>(devices + 1) / 2.0f;
+  for (auto& buffer : buffers) {
+    (void)buffer.mutable_device();  // the reducer wrote the device side
+    CHECK(buffer.host()[999] == doctest::Approx(mean));
+  }
+  crema::cuda::nccl_reducer<float> nccl(ids, spans);
+  nccl.allreduce(crema::reduction::sum);
+  for (auto& buffer : buffers) {
+    (void)buffer.mutable_device();
+    CHECK(buffer.host()[0] == doctest::Approx(mean * static_cast<float>(devices)));
+  }
+}
