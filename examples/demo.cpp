@@ -101,13 +101,14 @@ struct to_floats {
 void pipeline_training(crema::emulated_device& device) {
   constexpr std::size_t batch_size = 32;
   constexpr std::size_t steps = 100;
-  fmt::print("a training loop fed by a pipeline: {} steps of {} images, 4 producers on 2 "
-             "threads:\n",
-             steps, batch_size);
-  crema::double_buffered_pipeline pipe{crema::vector_source<image>(make_images(1000), "demo"),
-                                       to_floats{},
-                                       {.batch_size = batch_size, .prefetch = 4, .producers = 4,
-                                        .threads = 2, .ordered = true}};
+  fmt::print(
+      "a training loop fed by a pipeline: {} steps of {} images, 4 producers on 2 "
+      "threads:\n",
+      steps, batch_size);
+  crema::double_buffered_pipeline pipe{
+      crema::vector_source<image>(make_images(1000), "demo"),
+      to_floats{},
+      {.batch_size = batch_size, .prefetch = 4, .producers = 4, .threads = 2, .ordered = true}};
   const auto before = device.stats();
   blob data(batch_size * 3 * 8 * 8, {}, crema::emulated_device_resource{device});
   auto consumer = pipe.consumer(0);
@@ -118,7 +119,7 @@ void pipeline_training(crema::emulated_device& device) {
     for (std::size_t i = 0; i < batch->size(); ++i) {
       std::copy(batch->items()[i].begin(), batch->items()[i].end(), host.begin() + i * 3 * 8 * 8);
     }
-    batch.reset();  // the slot goes back to the producers now
+    batch.reset();                         // the slot goes back to the producers now
     const auto on_device = data.device();  // the "forward pass" reads the batch on the device
     checksum += static_cast<double>(on_device.data()[0]);
   }
@@ -137,8 +138,9 @@ int main() {
   typed_flow(device);
   pipeline_training(device);
   const auto total = device.stats();
-  fmt::print("total: {} uploads ({} bytes), {} downloads ({} bytes), {} device allocations, "
-             "{} bytes still allocated\n",
-             total.uploads, total.bytes_uploaded, total.downloads, total.bytes_downloaded,
-             total.allocations, total.live_bytes);
+  fmt::print(
+      "total: {} uploads ({} bytes), {} downloads ({} bytes), {} device allocations, "
+      "{} bytes still allocated\n",
+      total.uploads, total.bytes_uploaded, total.downloads, total.bytes_downloaded,
+      total.allocations, total.live_bytes);
 }

@@ -45,9 +45,10 @@ class ratio_reporter : public benchmark::ConsoleReporter {
 
   // Prints the ratio table; writes it as JSON to `json_path` unless empty. Returns the count.
   int finish(std::string_view title, const std::string& json_path) const {
-    fmt::print("\n{}: crema beside its baseline, same run (ratio = crema / baseline time; "
-               "speedup = baseline / crema time)\n",
-               title);
+    fmt::print(
+        "\n{}: crema beside its baseline, same run (ratio = crema / baseline time; "
+        "speedup = baseline / crema time)\n",
+        title);
     fmt::print("{:<48} {:>14} {:>14} {:>8} {:>8}\n", "case", "crema ns", "baseline ns", "ratio",
                "speedup");
     std::string json = fmt::format("{{\"benchmark\": \"{}\", \"ratios\": [", title);
@@ -60,9 +61,10 @@ class ratio_reporter : public benchmark::ConsoleReporter {
       const double ratio = crema_ns / baseline_ns;
       fmt::print("{:<48} {:>14.2f} {:>14.2f} {:>8.3f} {:>8.2f}\n", name, crema_ns, baseline_ns,
                  ratio, 1.0 / ratio);
-      json += fmt::format("{}{{\"case\": \"{}\", \"crema_ns\": {}, \"baseline_ns\": {}, "
-                          "\"ratio\": {}}}",
-                          pairs == 0 ? "" : ", ", name, crema_ns, baseline_ns, ratio);
+      json += fmt::format(
+          "{}{{\"case\": \"{}\", \"crema_ns\": {}, \"baseline_ns\": {}, "
+          "\"ratio\": {}}}",
+          pairs == 0 ? "" : ", ", name, crema_ns, baseline_ns, ratio);
       ++pairs;
     }
     json += "]}\n";
@@ -92,8 +94,9 @@ class ratio_reporter : public benchmark::ConsoleReporter {
 // Runs the registered benchmarks and prints the ratios, then whatever `epilogue(reporter)`
 // prints; returns the process exit code.
 template <class Epilogue = void (*)(const ratio_reporter&)>
-int run_with_ratios(int argc, char** argv, std::string_view title,
-                    Epilogue epilogue = [](const ratio_reporter&) {}) {
+int run_with_ratios(
+    int argc, char** argv, std::string_view title,
+    Epilogue epilogue = [](const ratio_reporter&) {}) {
   std::string json_path;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {

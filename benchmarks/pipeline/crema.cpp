@@ -24,9 +24,9 @@ void whole_pipeline(benchmark::State& state) {
   const auto payload = static_cast<std::size_t>(state.range(0));
   const auto producers = static_cast<std::size_t>(state.range(1));
   crema::double_buffered_pipeline pipe{
-      crema::vector_source<record>(make_records(payload)), copy_record{},
-      {.batch_size = batch_size, .prefetch = prefetch, .producers = producers,
-       .threads = threads}};
+      crema::vector_source<record>(make_records(payload)),
+      copy_record{},
+      {.batch_size = batch_size, .prefetch = prefetch, .producers = producers, .threads = threads}};
   auto consumer = pipe.consumer(0);
   for (auto _ : state) {
     auto batch = consumer.pull();

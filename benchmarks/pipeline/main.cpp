@@ -16,9 +16,10 @@ int main(int argc, char** argv) {
               fmt::format("crema/pipeline/payload:3072/producers:{}/real_time", producers));
           if (ns <= 0) continue;
           const double gbs = static_cast<double>(batch_size * 3072) / ns;
-          fmt::print("pipeline, 3,072-byte records, {} producer(s): {:.2f} GB/s = {:.0f}% of "
-                     "memcpy\n",
-                     producers, gbs, 100.0 * gbs / memcpy_gbs);
+          fmt::print(
+              "pipeline, 3,072-byte records, {} producer(s): {:.2f} GB/s = {:.0f}% of "
+              "memcpy\n",
+              producers, gbs, 100.0 * gbs / memcpy_gbs);
         }
       });
 }

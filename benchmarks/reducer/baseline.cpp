@@ -18,7 +18,8 @@ using namespace crema::bench::reducer;
 void copy_bound(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const auto participants = static_cast<std::size_t>(state.range(1));
-  std::vector<std::vector<float>> from(participants, std::vector<float>(bytes / sizeof(float), 1.0f));
+  std::vector<std::vector<float>> from(participants,
+                                       std::vector<float>(bytes / sizeof(float), 1.0f));
   std::vector<std::vector<float>> to(participants, std::vector<float>(bytes / sizeof(float)));
   crema::host_threads team;
   const std::size_t elements = bytes / sizeof(float);
@@ -35,6 +36,10 @@ void copy_bound(benchmark::State& state) {
   }
   report_bus_bandwidth(state, bytes, participants);
 }
-BENCHMARK(copy_bound)->Name("baseline/allreduce")->Apply(shape)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(copy_bound)
+    ->Name("baseline/allreduce")
+    ->Apply(shape)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -17,7 +17,8 @@ using namespace crema::bench::reducer;
 void allreduce(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const auto participants = static_cast<std::size_t>(state.range(1));
-  std::vector<std::vector<float>> buffers(participants, std::vector<float>(bytes / sizeof(float), 1.0f));
+  std::vector<std::vector<float>> buffers(participants,
+                                          std::vector<float>(bytes / sizeof(float), 1.0f));
   std::vector<std::span<float>> spans(buffers.begin(), buffers.end());
   std::vector<int> ids(participants);
   std::iota(ids.begin(), ids.end(), 0);
@@ -29,6 +30,10 @@ void allreduce(benchmark::State& state) {
   }
   report_bus_bandwidth(state, bytes, participants);
 }
-BENCHMARK(allreduce)->Name("crema/allreduce")->Apply(shape)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(allreduce)
+    ->Name("crema/allreduce")
+    ->Apply(shape)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
         }
         for (const long size : {16L, 64L}) {
           for (const long participants : {2L, 4L}) {
-            const auto name = fmt::format("allreduce/MiB:{}/participants:{}/real_time", size,
-                                          participants);
+            const auto name =
+                fmt::format("allreduce/MiB:{}/participants:{}/real_time", size, participants);
             const double bytes = static_cast<double>(size << 20);
             const double n = static_cast<double>(participants);
             const double crema_ns = reporter.nanoseconds("crema/" + name);

@@ -6,7 +6,8 @@
 #define CREMA_VERSION_PATCH 0
 
 /// The version as one number, `major * 10000 + minor * 100 + patch`, for preprocessor checks.
-#define CREMA_VERSION (CREMA_VERSION_MAJOR * 10000 + CREMA_VERSION_MINOR * 100 + CREMA_VERSION_PATCH)
+#define CREMA_VERSION \
+  (CREMA_VERSION_MAJOR * 10000 + CREMA_VERSION_MINOR * 100 + CREMA_VERSION_PATCH)
 
 namespace crema {
 
@@ -17,6 +18,7 @@ struct version_info {
   int patch;
 };
 
-inline constexpr version_info version{CREMA_VERSION_MAJOR, CREMA_VERSION_MINOR, CREMA_VERSION_PATCH};
+inline constexpr version_info version{CREMA_VERSION_MAJOR, CREMA_VERSION_MINOR,
+                                      CREMA_VERSION_PATCH};
 
 }  // namespace crema

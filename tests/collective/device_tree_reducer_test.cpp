@@ -58,7 +58,8 @@ TEST_SUITE("device_tree_reducer") {
           reducer.allreduce();
           for (std::size_t i = 0; i < size; ++i) {
             const float expected = crema::test::tree_order_sum(tree, inputs, tree.root(), i);
-            for (std::size_t p = 0; p < participants; ++p) REQUIRE(same_bits(buffers[p][i], expected));
+            for (std::size_t p = 0; p < participants; ++p)
+              REQUIRE(same_bits(buffers[p][i], expected));
           }
         }
       }
@@ -73,11 +74,12 @@ TEST_SUITE("device_tree_reducer") {
       const auto inputs = crema::test::make_inputs(participants, size, 7);
       std::vector<float> first_result;
       for (const std::size_t threads : {1U, 3U}) {
-        for (const std::size_t block : {std::size_t{1000}, size}) {  // chunked, and one block (unchunked)
+        for (const std::size_t block :
+             {std::size_t{1000}, size}) {  // chunked, and one block (unchunked)
           auto buffers = inputs;
-          crema::device_tree_reducer<float> reducer(
-              tree, crema::test::spans_of(buffers), std::make_shared<crema::host_threads>(threads),
-              block);
+          crema::device_tree_reducer<float> reducer(tree, crema::test::spans_of(buffers),
+                                                    std::make_shared<crema::host_threads>(threads),
+                                                    block);
           reducer.allreduce(crema::reduction::average);
           if (first_result.empty()) {
             first_result = buffers[0];
@@ -152,16 +154,18 @@ TEST_SUITE("device_tree_reducer") {
 
   TEST_CASE("buffers of different sizes, a wrong count or a root outside are collective_errors") {
     std::vector<std::vector<float>> uneven{std::vector<float>(10), std::vector<float>(9)};
-    CHECK_THROWS_WITH_AS(crema::device_tree_reducer<float>(paired(2), crema::test::spans_of(uneven)),
-                         "device_tree_reducer: participant 1 has 9 elements, participant 0 has 10",
-                         crema::collective_error);
+    CHECK_THROWS_WITH_AS(
+        crema::device_tree_reducer<float>(paired(2), crema::test::spans_of(uneven)),
+        "device_tree_reducer: participant 1 has 9 elements, participant 0 has 10",
+        crema::collective_error);
     std::vector<std::vector<float>> three(3, std::vector<float>(4));
     CHECK_THROWS_WITH_AS(crema::device_tree_reducer<float>(paired(2), crema::test::spans_of(three)),
                          "device_tree_reducer: 3 buffers for 2 participants",
                          crema::collective_error);
     std::vector<std::vector<float>> two(2, std::vector<float>(4));
     crema::device_tree_reducer<float> reducer(paired(2), crema::test::spans_of(two));
-    CHECK_THROWS_WITH_AS(reducer.reduce(2), "device_tree_reducer::reduce: participant 2 is outside a tree of 2",
+    CHECK_THROWS_WITH_AS(reducer.reduce(2),
+                         "device_tree_reducer::reduce: participant 2 is outside a tree of 2",
                          crema::collective_error);
     CHECK_THROWS_AS(reducer.broadcast(5), crema::collective_error);
   }

@@ -43,7 +43,8 @@ float gradient(float parameter, std::size_t p, std::size_t step, std::size_t i) 
 // parameters. The same loop done serially gives the expected bits.
 std::vector<float> train(std::size_t participants, std::size_t steps, std::size_t size,
                          std::vector<std::size_t> bucket_sizes, bool threaded) {
-  const auto tree = crema::tree_topology::build(first_ids(participants), [](int, int) { return true; });
+  const auto tree =
+      crema::tree_topology::build(first_ids(participants), [](int, int) { return true; });
   std::vector<std::vector<float>> parameters(participants, std::vector<float>(size, 1.0f));
   std::vector<std::vector<float>> gradients(participants, std::vector<float>(size, 0.0f));
   constexpr float learning_rate = 0.1f;
@@ -52,14 +53,16 @@ std::vector<float> train(std::size_t participants, std::size_t steps, std::size_
     for (std::size_t step = 1; step <= steps; ++step) {
       for (std::size_t p = 0; p < participants; ++p) {
         parameters[p] = parameters[tree.root()];
-        for (std::size_t i = 0; i < size; ++i) gradients[p][i] = gradient(parameters[p][i], p, step, i);
+        for (std::size_t i = 0; i < size; ++i)
+          gradients[p][i] = gradient(parameters[p][i], p, step, i);
       }
       const float scale = 1.0f / static_cast<float>(participants);
       std::vector<float> average(size);
       for (std::size_t i = 0; i < size; ++i) {
         average[i] = crema::test::tree_order_sum(tree, gradients, tree.root(), i) * scale;
       }
-      for (std::size_t i = 0; i < size; ++i) parameters[tree.root()][i] -= learning_rate * average[i];
+      for (std::size_t i = 0; i < size; ++i)
+        parameters[tree.root()][i] -= learning_rate * average[i];
     }
     return parameters[tree.root()];
   }
@@ -71,7 +74,8 @@ std::vector<float> train(std::size_t participants, std::size_t steps, std::size_
   for (std::size_t p = 0; p < participants; ++p) {
     threads.emplace_back([&, p] {
       std::vector<std::size_t> begin{0};
-      for (const std::size_t b : bucket_sizes.empty() ? std::vector<std::size_t>{size} : bucket_sizes) {
+      for (const std::size_t b :
+           bucket_sizes.empty() ? std::vector<std::size_t>{size} : bucket_sizes) {
         begin.push_back(begin.back() + b);
       }
       for (std::size_t step = 1; step <= steps; ++step) {
@@ -84,7 +88,8 @@ std::vector<float> train(std::size_t participants, std::size_t steps, std::size_
         }
         sync.on_gradients_ready(p);
         if (p == tree.root()) {
-          for (std::size_t i = 0; i < size; ++i) parameters[p][i] -= learning_rate * gradients[p][i];
+          for (std::size_t i = 0; i < size; ++i)
+            parameters[p][i] -= learning_rate * gradients[p][i];
         }
       }
     });
@@ -125,7 +130,8 @@ TEST_SUITE("p2p_sync") {
                          "p2p_sync: participant 1 called on_gradients_ready before on_start",
                          crema::collective_error);
     sync.on_start(0);
-    CHECK_THROWS_WITH_AS(sync.on_start(0), "p2p_sync: participant 0 called on_start twice in step 1",
+    CHECK_THROWS_WITH_AS(sync.on_start(0),
+                         "p2p_sync: participant 0 called on_start twice in step 1",
                          crema::collective_error);
     sync.on_start(1);
     sync.on_bucket_ready(1, 0);
@@ -170,7 +176,8 @@ TEST_SUITE("p2p_sync") {
           if (p == 2) {
             sync.abort(p, e.what());
           } else {
-            CHECK(std::string(e.what()) == "p2p_sync: participant 2 failed: out of memory in backward");
+            CHECK(std::string(e.what()) ==
+                  "p2p_sync: participant 2 failed: out of memory in backward");
             ++failures;
           }
         }

@@ -120,7 +120,8 @@ TEST_SUITE("tree_topology") {
     CHECK_THROWS_WITH_AS(crema::tree_topology::build(twice, [](int, int) { return true; }),
                          "tree_topology: participant 3 appears twice", crema::collective_error);
     const auto tree = crema::tree_topology::flat(first_ids(2));
-    CHECK_THROWS_WITH_AS((void)tree.children(2), "tree_topology: participant 2 is outside a tree of 2",
+    CHECK_THROWS_WITH_AS((void)tree.children(2),
+                         "tree_topology: participant 2 is outside a tree of 2",
                          crema::collective_error);
   }
 }

@@ -38,9 +38,9 @@ TEST_SUITE("error") {
   }
 
   TEST_CASE("fail formats the message and throws the requested type") {
-    CHECK_THROWS_WITH_AS(crema::detail::fail<crema::config_error>("batch size {} at key {}", 0,
-                                                                  "train"),
-                         "batch size 0 at key train", crema::config_error);
+    CHECK_THROWS_WITH_AS(
+        crema::detail::fail<crema::config_error>("batch size {} at key {}", 0, "train"),
+        "batch size 0 at key train", crema::config_error);
     CHECK_THROWS_WITH_AS(crema::detail::fail_with_code<crema::lmdb_error>(-30798, "no key {}", 7),
                          "no key 7", crema::lmdb_error);
   }

@@ -15,8 +15,7 @@
 namespace {
 
 crema::detail::producer_task record_thread(crema::thread_pool& pool, std::mutex& mutex,
-                                           std::set<std::thread::id>& threads,
-                                           std::latch& done) {
+                                           std::set<std::thread::id>& threads, std::latch& done) {
   co_await pool.schedule();
   {
     std::scoped_lock lock(mutex);

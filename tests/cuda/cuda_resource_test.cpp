@@ -19,13 +19,12 @@
 #include <vector>
 
 // Every member of the CUDA buffer compiles.
-template class crema::synced_buffer<float, crema::host_pinned_resource, crema::cuda_device_resource>;
+template class crema::synced_buffer<float, crema::host_pinned_resource,
+                                    crema::cuda_device_resource>;
 template class crema::synced_buffer<float, crema::host_pinned_resource,
                                     crema::cuda_async_device_resource>;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 // Stream-ordered memory needs a stream that outlives every resource made here.
 template <>
@@ -50,7 +49,8 @@ TEST_SUITE("cuda resources") {
     static_assert(crema::device_resource<crema::cuda_device_resource>);
     static_assert(crema::device_resource<crema::cuda_async_device_resource>);
     static_assert(crema::stream_policy<crema::cuda_stream>);
-    static_assert(std::is_same_v<crema::cuda::synced_buffer<float>::stream_type, crema::cuda_stream>);
+    static_assert(
+        std::is_same_v<crema::cuda::synced_buffer<float>::stream_type, crema::cuda_stream>);
     CHECK(crema::cuda::device_count() >= 0);
   }
 
@@ -71,8 +71,8 @@ TEST_SUITE("cuda resources") {
                          "cannot allocate 64 bytes of device memory: alignment 3 is not a power "
                          "of two",
                          crema::allocation_error);
-    CHECK_THROWS_WITH_AS((void)device.allocate(64, 512), doctest::Contains("alignment 512 exceeds 256"),
-                         crema::allocation_error);
+    CHECK_THROWS_WITH_AS((void)device.allocate(64, 512),
+                         doctest::Contains("alignment 512 exceeds 256"), crema::allocation_error);
     crema::host_pinned_resource pinned;
     CHECK_THROWS_WITH_AS((void)pinned.allocate(64, 8192),
                          doctest::Contains("pinned host memory: alignment 8192 exceeds 4096"),

@@ -27,7 +27,8 @@ TEST_SUITE("cuda reducer logic on the CPU") {
       CAPTURE(participants);
       std::vector<int> ids(participants);
       std::iota(ids.begin(), ids.end(), 0);
-      const auto tree = crema::tree_topology::build(ids, [](int a, int b) { return (a < 8) == (b < 8); });
+      const auto tree =
+          crema::tree_topology::build(ids, [](int a, int b) { return (a < 8) == (b < 8); });
       auto buffers = crema::test::make_inputs(participants, 1009, 11);
       const auto inputs = buffers;
       std::vector<float> staging(1009);

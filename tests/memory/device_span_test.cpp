@@ -17,7 +17,8 @@ TEST_SUITE("device_span") {
   }
 
   TEST_CASE("a mutable device_span converts to a read-only one and not back") {
-    static_assert(std::is_convertible_v<crema::device_span<float>, crema::device_span<const float>>);
+    static_assert(
+        std::is_convertible_v<crema::device_span<float>, crema::device_span<const float>>);
     static_assert(
         !std::is_convertible_v<crema::device_span<const float>, crema::device_span<float>>);
     static_assert(!std::is_convertible_v<crema::device_span<float>, crema::device_span<double>>);

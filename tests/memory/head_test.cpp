@@ -11,8 +11,9 @@ namespace {
 constexpr std::array all_heads{crema::head::uninitialized, crema::head::at_host,
                                crema::head::at_device, crema::head::synced};
 constexpr std::array all_operations{
-    crema::operation::read_host,    crema::operation::write_host,  crema::operation::read_device,
-    crema::operation::write_device, crema::operation::borrow_host, crema::operation::borrow_device,
+    crema::operation::read_host,    crema::operation::write_host,
+    crema::operation::read_device,  crema::operation::write_device,
+    crema::operation::borrow_host,  crema::operation::borrow_device,
     crema::operation::upload_async, crema::operation::download_async};
 
 }  // namespace

@@ -45,8 +45,8 @@ TEST_SUITE("resource conformance") {
     crema::test::check_zero_bytes(resource);
   }
 
-  TEST_CASE_TEMPLATE("an impossible request is an allocation_error that names the bytes",
-                     Resource, CREMA_CORE_RESOURCES) {
+  TEST_CASE_TEMPLATE("an impossible request is an allocation_error that names the bytes", Resource,
+                     CREMA_CORE_RESOURCES) {
     auto resource = crema::test::make_resource<Resource>();
     crema::test::check_impossible_requests(resource);
   }

@@ -43,9 +43,14 @@ bool all_zero(auto range) {
 buffer make_in_state(head state, emulated_device& device, std::size_t count = 16) {
   buffer b(count, {}, emulated_device_resource{device});
   switch (state) {
-    case head::uninitialized: break;
-    case head::at_host: (void)b.mutable_host(); break;
-    case head::at_device: (void)b.mutable_device(); break;
+    case head::uninitialized:
+      break;
+    case head::at_host:
+      (void)b.mutable_host();
+      break;
+    case head::at_device:
+      (void)b.mutable_device();
+      break;
     case head::synced:
       (void)b.mutable_host();
       (void)b.device();
@@ -55,17 +60,29 @@ buffer make_in_state(head state, emulated_device& device, std::size_t count = 16
   return b;
 }
 
-void apply(buffer& b, operation op, std::vector<float>& borrowed_host, std::vector<float>& borrowed_device) {
+void apply(buffer& b, operation op, std::vector<float>& borrowed_host,
+           std::vector<float>& borrowed_device) {
   switch (op) {
-    case operation::read_host: (void)b.host(); break;
-    case operation::write_host: (void)b.mutable_host(); break;
-    case operation::read_device: (void)b.device(); break;
-    case operation::write_device: (void)b.mutable_device(); break;
-    case operation::borrow_host: b.set_host_data(borrowed_host); break;
+    case operation::read_host:
+      (void)b.host();
+      break;
+    case operation::write_host:
+      (void)b.mutable_host();
+      break;
+    case operation::read_device:
+      (void)b.device();
+      break;
+    case operation::write_device:
+      (void)b.mutable_device();
+      break;
+    case operation::borrow_host:
+      b.set_host_data(borrowed_host);
+      break;
     case operation::borrow_device:
       b.set_device_data({borrowed_device.data(), borrowed_device.size()});
       break;
-    default: FAIL("not a synchronous operation");
+    default:
+      FAIL("not a synchronous operation");
   }
 }
 
@@ -193,9 +210,9 @@ TEST_SUITE("synced_buffer") {
     SUBCASE("a blob's data and diff over five steps: one upload and one download each") {
       for (int step = 0; step < 5; ++step) {
         std::ranges::fill(b.mutable_host(), static_cast<float>(step));  // the data layer fills
-        (void)b.device();                                                // forward reads
-        (void)b.mutable_device();                                        // backward writes
-        (void)b.host();                                                  // the solver reads
+        (void)b.device();                                               // forward reads
+        (void)b.mutable_device();                                       // backward writes
+        (void)b.host();                                                 // the solver reads
       }
       CHECK(device.stats().uploads == 5);
       CHECK(device.stats().downloads == 5);
@@ -322,9 +339,10 @@ TEST_SUITE("synced_buffer") {
     {
       crema::synced_buffer<float, host_malloc_resource, limited> b(1000, {}, budget);
       std::ranges::fill(b.mutable_host(), 2.5f);
-      CHECK_THROWS_WITH_AS((void)b.device(),
-                           "cannot allocate 4000 bytes of device memory: limit of 100 bytes, 0 in use",
-                           crema::allocation_error);
+      CHECK_THROWS_WITH_AS(
+          (void)b.device(),
+          "cannot allocate 4000 bytes of device memory: limit of 100 bytes, 0 in use",
+          crema::allocation_error);
       CHECK(b.head() == head::at_host);
       CHECK(b.host()[999] == 2.5f);
       CHECK_THROWS_AS((void)b.mutable_device(), crema::allocation_error);

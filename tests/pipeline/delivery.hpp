@@ -11,9 +11,9 @@
 namespace crema::test {
 
 struct delivered_to {
-  std::vector<int> records;        // in the order received
+  std::vector<int> records;  // in the order received
   std::vector<std::uint64_t> sequences;
-  std::size_t short_batches = 0;   // batches smaller than the batch size
+  std::size_t short_batches = 0;  // batches smaller than the batch size
 };
 
 template <class Pipeline>

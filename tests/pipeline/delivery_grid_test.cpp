@@ -34,9 +34,8 @@ const std::vector<std::vector<std::size_t>> levels{
 };
 
 grid_point to_point(const std::vector<std::size_t>& choice) {
-  return {levels[0][choice[0]], levels[1][choice[1]], levels[2][choice[2]],
-          levels[3][choice[3]], levels[4][choice[4]], levels[5][choice[5]],
-          choice[6] == 1};
+  return {levels[0][choice[0]], levels[1][choice[1]], levels[2][choice[2]], levels[3][choice[3]],
+          levels[4][choice[4]], levels[5][choice[5]], choice[6] == 1};
 }
 
 // A deterministic greedy pairwise cover: each new row takes, parameter by parameter, the value
@@ -110,11 +109,15 @@ void check_exactly_once(const grid_point& point) {
   CAPTURE(point.ordered);
   std::vector<int> records(point.source_size);
   std::iota(records.begin(), records.end(), 0);
-  crema::double_buffered_pipeline pipe{
-      crema::vector_source<int>(std::move(records)), [](const int& record) { return record; },
-      {.batch_size = point.batch_size, .prefetch = point.prefetch, .producers = point.producers,
-       .threads = point.threads, .consumers = point.consumers,
-       .mode = crema::pipeline_mode::single_pass, .ordered = point.ordered}};
+  crema::double_buffered_pipeline pipe{crema::vector_source<int>(std::move(records)),
+                                       [](const int& record) { return record; },
+                                       {.batch_size = point.batch_size,
+                                        .prefetch = point.prefetch,
+                                        .producers = point.producers,
+                                        .threads = point.threads,
+                                        .consumers = point.consumers,
+                                        .mode = crema::pipeline_mode::single_pass,
+                                        .ordered = point.ordered}};
   const auto delivered = crema::test::drain_on_threads(pipe);
 
   std::vector<int> all;

@@ -38,9 +38,13 @@ const auto identity = [](const int& record) { return record; };
 TEST_SUITE("double_buffered_pipeline") {
   TEST_CASE("the usage in the README: one consumer reads every record once") {
     watchdog guard(30s, "README usage");
-    crema::double_buffered_pipeline pipe{numbers(1000), identity,
-                                         {.batch_size = 64, .prefetch = 4, .producers = 4,
-                                          .threads = 2, .mode = pipeline_mode::single_pass}};
+    crema::double_buffered_pipeline pipe{numbers(1000),
+                                         identity,
+                                         {.batch_size = 64,
+                                          .prefetch = 4,
+                                          .producers = 4,
+                                          .threads = 2,
+                                          .mode = pipeline_mode::single_pass}};
     std::vector<int> seen;
     for (auto batch : pipe.consumer(0)) {
       for (int value : *batch) seen.push_back(value);
@@ -91,10 +95,14 @@ TEST_SUITE("double_buffered_pipeline") {
         if (record % 13 == 0) std::this_thread::sleep_for(50us);  // producers finish out of order
         return record;
       };
-      crema::double_buffered_pipeline pipe{
-          numbers(2000), slow_sometimes,
-          {.batch_size = 7, .prefetch = 4, .producers = producers, .threads = 2,
-           .mode = pipeline_mode::single_pass, .ordered = true}};
+      crema::double_buffered_pipeline pipe{numbers(2000),
+                                           slow_sometimes,
+                                           {.batch_size = 7,
+                                            .prefetch = 4,
+                                            .producers = producers,
+                                            .threads = 2,
+                                            .mode = pipeline_mode::single_pass,
+                                            .ordered = true}};
       std::vector<int> seen;
       std::uint64_t expected_sequence = 0;
       for (auto batch : pipe.consumer(0)) {
@@ -109,10 +117,15 @@ TEST_SUITE("double_buffered_pipeline") {
 
   TEST_CASE("batches are dealt to several consumers and the last batch of a pass may be short") {
     watchdog guard(30s, "consumers");
-    crema::double_buffered_pipeline pipe{numbers(100), identity,
-                                         {.batch_size = 8, .prefetch = 2, .producers = 2,
-                                          .threads = 2, .consumers = 3,
-                                          .mode = pipeline_mode::single_pass, .ordered = true}};
+    crema::double_buffered_pipeline pipe{numbers(100),
+                                         identity,
+                                         {.batch_size = 8,
+                                          .prefetch = 2,
+                                          .producers = 2,
+                                          .threads = 2,
+                                          .consumers = 3,
+                                          .mode = pipeline_mode::single_pass,
+                                          .ordered = true}};
     const auto delivered = crema::test::drain_on_threads(pipe);
     std::vector<int> all;
     std::size_t short_batches = 0;
@@ -131,8 +144,8 @@ TEST_SUITE("double_buffered_pipeline") {
 
   TEST_CASE("repeat mode rewinds the source and counts epochs") {
     watchdog guard(30s, "repeat");
-    crema::double_buffered_pipeline pipe{numbers(10), identity,
-                                         {.batch_size = 4, .prefetch = 2, .ordered = true}};
+    crema::double_buffered_pipeline pipe{
+        numbers(10), identity, {.batch_size = 4, .prefetch = 2, .ordered = true}};
     auto consumer = pipe.consumer(0);
     std::vector<int> seen;
     for (int i = 0; i < 10; ++i) {
@@ -153,7 +166,8 @@ TEST_SUITE("double_buffered_pipeline") {
     };
     {
       crema::double_buffered_pipeline pipe{
-          numbers(50), fill_counted{},
+          numbers(50),
+          fill_counted{},
           {.batch_size = 16, .prefetch = 3, .producers = 2, .threads = 2, .consumers = 2}};
       std::thread second([&] {
         auto consumer = pipe.consumer(1);
@@ -191,9 +205,8 @@ TEST_SUITE("double_buffered_pipeline") {
 TEST_SUITE("double_buffered_pipeline stop") {
   TEST_CASE("stop returns promptly while producers are suspended on a full pool") {
     watchdog guard(20s, "stop with producers suspended");
-    crema::double_buffered_pipeline pipe{numbers(1000), identity,
-                                         {.batch_size = 4, .prefetch = 2, .producers = 4,
-                                          .threads = 2}};
+    crema::double_buffered_pipeline pipe{
+        numbers(1000), identity, {.batch_size = 4, .prefetch = 2, .producers = 4, .threads = 2}};
     // Nobody consumes: both slots fill up and all four producers end up waiting for one.
     while (pipe.stats().waiting_producers < 4) std::this_thread::sleep_for(1ms);
     CHECK(pipe.stats().queued_batches == 2);
@@ -259,9 +272,10 @@ TEST_SUITE("double_buffered_pipeline stop") {
     };
     crema::double_buffered_pipeline<crema::vector_source<int>, fill_counted>::lease_type kept;
     {
-      crema::double_buffered_pipeline pipe{numbers(100), fill_counted{},
-                                           {.batch_size = 8, .prefetch = 3, .producers = 2,
-                                            .threads = 2}};
+      crema::double_buffered_pipeline pipe{
+          numbers(100),
+          fill_counted{},
+          {.batch_size = 8, .prefetch = 3, .producers = 2, .threads = 2}};
       auto consumer = pipe.consumer(0);
       kept = consumer.pull();
       (void)consumer.pull();
@@ -275,13 +289,15 @@ TEST_SUITE("double_buffered_pipeline stop") {
   TEST_CASE("a thousand pipelines are made, used and destroyed cleanly") {
     watchdog guard(120s, "1000 cycles");
     for (int cycle = 0; cycle < 1000; ++cycle) {
-      crema::double_buffered_pipeline pipe{numbers(37), identity,
-                                           {.batch_size = 5, .prefetch = 2,
-                                            .producers = 1 + static_cast<std::size_t>(cycle % 3),
-                                            .threads = 1 + static_cast<std::size_t>(cycle % 2),
-                                            .consumers = 1,
-                                            .mode = cycle % 2 == 0 ? pipeline_mode::single_pass
-                                                                   : pipeline_mode::repeat}};
+      crema::double_buffered_pipeline pipe{
+          numbers(37),
+          identity,
+          {.batch_size = 5,
+           .prefetch = 2,
+           .producers = 1 + static_cast<std::size_t>(cycle % 3),
+           .threads = 1 + static_cast<std::size_t>(cycle % 2),
+           .consumers = 1,
+           .mode = cycle % 2 == 0 ? pipeline_mode::single_pass : pipeline_mode::repeat}};
       auto consumer = pipe.consumer(0);
       for (int pulls = 0; pulls < cycle % 4; ++pulls) (void)consumer.pull();
     }
@@ -289,14 +305,16 @@ TEST_SUITE("double_buffered_pipeline stop") {
 }
 
 TEST_SUITE("double_buffered_pipeline errors") {
-  TEST_CASE("a transform that throws reaches every consumer as a pipeline_error naming the record") {
+  TEST_CASE(
+      "a transform that throws reaches every consumer as a pipeline_error naming the record") {
     watchdog guard(20s, "transform error");
     const auto breaks_on_17 = [](const int& record) {
       if (record == 17) throw std::invalid_argument("bad pixel");
       return record;
     };
     crema::double_buffered_pipeline pipe{
-        numbers(100), breaks_on_17,
+        numbers(100),
+        breaks_on_17,
         {.batch_size = 4, .prefetch = 2, .producers = 2, .threads = 2, .consumers = 2}};
     for (std::size_t index : {0U, 1U}) {
       auto consumer = pipe.consumer(index);
@@ -375,8 +393,8 @@ TEST_SUITE("double_buffered_pipeline errors") {
 TEST_SUITE("double_buffered_pipeline stats") {
   TEST_CASE("stats count what moved and format on one line") {
     watchdog guard(20s, "stats");
-    crema::double_buffered_pipeline pipe{numbers(30), identity,
-                                         {.batch_size = 10, .mode = pipeline_mode::single_pass}};
+    crema::double_buffered_pipeline pipe{
+        numbers(30), identity, {.batch_size = 10, .mode = pipeline_mode::single_pass}};
     for (auto batch : pipe.consumer(0)) (void)batch;
     const auto stats = pipe.stats();
     CHECK(stats.batches_produced == 3);
@@ -396,13 +414,17 @@ TEST_SUITE("source_registry") {
     std::vector<int> first_seen;
     std::vector<int> second_seen;
     {
-      crema::double_buffered_pipeline first{numbers(500, "shared"), identity,
-                                            {.batch_size = 5, .prefetch = 2,
+      crema::double_buffered_pipeline first{numbers(500, "shared"),
+                                            identity,
+                                            {.batch_size = 5,
+                                             .prefetch = 2,
                                              .mode = pipeline_mode::single_pass,
                                              .registry = &registry}};
       CHECK(registry.live_count() == 1);
-      crema::double_buffered_pipeline second{numbers(500, "shared"), identity,
-                                             {.batch_size = 5, .prefetch = 2,
+      crema::double_buffered_pipeline second{numbers(500, "shared"),
+                                             identity,
+                                             {.batch_size = 5,
+                                              .prefetch = 2,
                                               .mode = pipeline_mode::single_pass,
                                               .registry = &registry}};
       CHECK(registry.live_count() == 1);
@@ -415,8 +437,8 @@ TEST_SUITE("source_registry") {
         for (int value : *batch) first_seen.push_back(value);
       }
       other.join();
-      crema::double_buffered_pipeline unrelated{numbers(5, "other"), identity,
-                                                {.registry = &registry}};
+      crema::double_buffered_pipeline unrelated{
+          numbers(5, "other"), identity, {.registry = &registry}};
       CHECK(registry.live_count() == 2);
     }
     CHECK(registry.live_count() == 0);  // the shared reader died with its last pipeline

@@ -36,7 +36,8 @@ TEST_SUITE("slot_pool") {
     crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool immediate");
     crema::thread_pool executor(1);
     int made = 0;
-    pool_type pool(3, [&] { return made++; }, executor);
+    pool_type pool(
+        3, [&] { return made++; }, executor);
     CHECK(made == 3);
     CHECK(pool.capacity() == 3);
     std::set<int*> seen;
@@ -59,7 +60,8 @@ TEST_SUITE("slot_pool") {
   TEST_CASE("a coroutine waiting for an empty pool is suspended and resumed by a release") {
     crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool suspend");
     crema::thread_pool executor(1);
-    pool_type pool(1, [] { return 7; }, executor);
+    pool_type pool(
+        1, [] { return 7; }, executor);
     std::atomic<int*> first{nullptr};
     std::atomic<bool> first_suspended{true};
     std::latch first_done(1);
@@ -81,7 +83,8 @@ TEST_SUITE("slot_pool") {
   TEST_CASE("stop wakes every waiter with no slot and refuses later acquisitions") {
     crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool stop");
     crema::thread_pool executor(2);
-    pool_type pool(0, [] { return 0; }, executor);
+    pool_type pool(
+        0, [] { return 0; }, executor);
     constexpr int waiters = 5;
     std::vector<std::atomic<int*>> got(waiters);
     std::vector<std::atomic<bool>> suspended(waiters);
@@ -111,7 +114,8 @@ TEST_SUITE("queue_pair") {
   TEST_CASE("full slots reach the consumer and stop wakes a waiting consumer with null") {
     crema::test::watchdog guard(std::chrono::seconds(20), "queue_pair");
     crema::thread_pool executor(1);
-    crema::queue_pair<int, crema::thread_pool> pair(2, [] { return 0; }, executor);
+    crema::queue_pair<int, crema::thread_pool> pair(
+        2, [] { return 0; }, executor);
     int a = 1;
     pair.push(&a);
     CHECK(pair.full_count() == 1);

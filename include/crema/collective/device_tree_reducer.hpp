@@ -29,9 +29,9 @@ using scale_type_t = std::conditional_t<std::is_floating_point_v<T>, T, double>;
 /// @brief An element type a reducer can sum and average: `a + b` and `a * scale`.
 template <class T>
 concept reducible = std::copyable<T> && std::default_initializable<T> &&
-                    requires(T a, T b, scale_type_t<T> scale) {
+    requires(T a, T b, scale_type_t<T> scale) {
   { a + b } -> std::convertible_to<T>;
-  { a * scale } -> std::convertible_to<T>;
+  { a* scale } -> std::convertible_to<T>;
 };
 
 namespace detail {
@@ -167,10 +167,10 @@ class device_tree_reducer {
     std::scoped_lock lock(mutex_);
     const scale_type scale = scale_for(op);
     for_each_share([&](std::size_t begin, std::size_t end, std::span<T> scratch) {
-      sum_.run(buffers_, begin, end, scratch, [&](std::size_t offset, const T* values,
-                                                  std::size_t count) {
-        write_scaled(values, count, scale, op, buffers_[root].data() + offset);
-      });
+      sum_.run(buffers_, begin, end, scratch,
+               [&](std::size_t offset, const T* values, std::size_t count) {
+                 write_scaled(values, count, scale, op, buffers_[root].data() + offset);
+               });
     });
   }
 
@@ -179,14 +179,14 @@ class device_tree_reducer {
     std::scoped_lock lock(mutex_);
     const scale_type scale = scale_for(op);
     for_each_share([&](std::size_t begin, std::size_t end, std::span<T> scratch) {
-      sum_.run(buffers_, begin, end, scratch, [&](std::size_t offset, const T* values,
-                                                  std::size_t count) {
-        T* first = buffers_[0].data() + offset;
-        write_scaled(values, count, scale, op, first);
-        for (std::size_t i = 1; i < buffers_.size(); ++i) {
-          std::copy(first, first + count, buffers_[i].data() + offset);
-        }
-      });
+      sum_.run(buffers_, begin, end, scratch,
+               [&](std::size_t offset, const T* values, std::size_t count) {
+                 T* first = buffers_[0].data() + offset;
+                 write_scaled(values, count, scale, op, first);
+                 for (std::size_t i = 1; i < buffers_.size(); ++i) {
+                   std::copy(first, first + count, buffers_[i].data() + offset);
+                 }
+               });
     });
   }
 
@@ -207,9 +207,10 @@ class device_tree_reducer {
  private:
   void check_participant(const char* call, std::size_t i) const {
     if (i >= tree_.size()) {
-      detail::fail<collective_error>("device_tree_reducer::{}: participant {} is outside a tree "
-                                     "of {}",
-                                     call, i, tree_.size());
+      detail::fail<collective_error>(
+          "device_tree_reducer::{}: participant {} is outside a tree "
+          "of {}",
+          call, i, tree_.size());
     }
   }
 

@@ -109,8 +109,8 @@ class p2p_sync {
     std::unique_lock lock(mutex_);
     raise_if_aborted();
     if (me.started) {
-      detail::fail<collective_error>("p2p_sync: participant {} called on_start twice in step {}",
-                                     p, me.step);
+      detail::fail<collective_error>("p2p_sync: participant {} called on_start twice in step {}", p,
+                                     me.step);
     }
     me.started = true;
     ++me.step;
@@ -119,10 +119,13 @@ class p2p_sync {
       changed_.notify_all();
       return;
     }
-    wait_for(lock, [&] { return published_ >= me.step; }, [&] {
-      return fmt::format("participant {} waited for the parameters of step {} from participant {}",
-                         p, me.step, tree_.root());
-    });
+    wait_for(
+        lock, [&] { return published_ >= me.step; },
+        [&] {
+          return fmt::format(
+              "participant {} waited for the parameters of step {} from participant {}", p, me.step,
+              tree_.root());
+        });
     lock.unlock();
     const auto from = parameters_.buffer(tree_.root());
     std::copy(from.begin(), from.end(), parameters_.buffer(p).begin());
@@ -142,9 +145,10 @@ class p2p_sync {
       std::scoped_lock lock(mutex_);
       raise_if_aborted();
       if (!me.started) {
-        detail::fail<collective_error>("p2p_sync: participant {} marked bucket {} before on_start "
-                                       "of step {}",
-                                       p, bucket, me.step + 1);
+        detail::fail<collective_error>(
+            "p2p_sync: participant {} marked bucket {} before on_start "
+            "of step {}",
+            p, bucket, me.step + 1);
       }
       if (me.arrived[bucket] == me.step) {
         detail::fail<collective_error>("p2p_sync: participant {} marked bucket {} twice in step {}",
@@ -184,7 +188,8 @@ class p2p_sync {
     for (const std::size_t b : unmarked) arrive(me, b);
     if (p != tree_.root()) return;
     std::unique_lock lock(mutex_);
-    wait_for(lock, [&] { return summed_ == buckets(); }, [&] { return missing(me.step); });
+    wait_for(
+        lock, [&] { return summed_ == buckets(); }, [&] { return missing(me.step); });
     summed_ = 0;
   }
 
@@ -225,9 +230,8 @@ class p2p_sync {
 
   template <class Ready, class Describe>
   void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Describe describe) {
-    const bool done = changed_.wait_for(lock, options_.timeout, [&] {
-      return aborted_.has_value() || ready();
-    });
+    const bool done =
+        changed_.wait_for(lock, options_.timeout, [&] { return aborted_.has_value() || ready(); });
     raise_if_aborted();
     if (!done) {
       detail::fail<collective_error>("p2p_sync: timed out after {} ms: {}",

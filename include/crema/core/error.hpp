@@ -48,9 +48,9 @@ class allocation_error : public error {
   /// @param side  which memory was asked for: "host", "device", "pinned host", ...
   /// @param why   what the resource knows of the cause; may be empty
   allocation_error(std::size_t bytes, std::string_view side, std::string_view why = {})
-      : error(why.empty() ? fmt::format("cannot allocate {} bytes of {} memory", bytes, side)
-                          : fmt::format("cannot allocate {} bytes of {} memory: {}", bytes,
-                                        side, why)),
+      : error(why.empty()
+                  ? fmt::format("cannot allocate {} bytes of {} memory", bytes, side)
+                  : fmt::format("cannot allocate {} bytes of {} memory: {}", bytes, side, why)),
         bytes_(bytes),
         side_(side) {}
 
@@ -119,15 +119,15 @@ namespace crema::detail {
 /// paths so that the check itself stays a compare and a branch.
 template <class Error, class... Args>
 [[noreturn, gnu::cold, gnu::noinline]] void fail(fmt::format_string<Args...> format,
-                                                  Args&&... args) {
+                                                 Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
 }
 
 /// Throws a native-code `Error` (cuda_error, lmdb_error, mpi_error) with a formatted message.
 template <class Error, class... Args>
 [[noreturn, gnu::cold, gnu::noinline]] void fail_with_code(int code,
-                                                            fmt::format_string<Args...> format,
-                                                            Args&&... args) {
+                                                           fmt::format_string<Args...> format,
+                                                           Args&&... args) {
   throw Error(code, fmt::format(format, std::forward<Args>(args)...));
 }
 

@@ -29,7 +29,7 @@ class device_span {
   constexpr device_span(T* data, size_type size) noexcept : data_(data), size_(size) {}
   /// @brief A view of the same memory with a more `const` element type.
   template <class U>
-    requires std::is_convertible_v<U (*)[], T (*)[]>
+  requires std::is_convertible_v<U (*)[], T (*)[]>
   constexpr device_span(device_span<U> other) noexcept  // NOLINT(google-explicit-constructor)
       : data_(other.data()), size_(other.size()) {}
 

@@ -69,10 +69,11 @@ class emulated_event {
 /// @brief The emulated twin of a CUDA stream: an ordered queue of host work.
 ///
 /// By default a worker thread runs the work in launch order, so an "asynchronous" copy really
-/// is in flight while the caller goes on, as on a GPU; `emulated_stream{emulated_stream::run_inline}`
-/// runs each piece of work in the caller at launch instead. Neither copyable nor movable, like
-/// the thread it owns. `launch`, `record` and `synchronize` may be called from several threads;
-/// `launch` allocates. The destructor finishes the queued work, then joins the worker.
+/// is in flight while the caller goes on, as on a GPU;
+/// `emulated_stream{emulated_stream::run_inline}` runs each piece of work in the caller at launch
+/// instead. Neither copyable nor movable, like the thread it owns. `launch`, `record` and
+/// `synchronize` may be called from several threads; `launch` allocates. The destructor finishes
+/// the queued work, then joins the worker.
 class emulated_stream {
  public:
   using event_type = emulated_event;

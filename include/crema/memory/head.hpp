@@ -57,25 +57,37 @@ struct step {
   // A read makes its side current; a write does the same work, then makes its side the head.
   const auto read_host = [from]() -> step {
     switch (from) {
-      case head::uninitialized: return {head::at_host, action::zero_fill_host};
-      case head::at_device: return {head::synced, action::copy_to_host};
-      default: return {from, action::none};
+      case head::uninitialized:
+        return {head::at_host, action::zero_fill_host};
+      case head::at_device:
+        return {head::synced, action::copy_to_host};
+      default:
+        return {from, action::none};
     }
   };
   const auto read_device = [from]() -> step {
     switch (from) {
-      case head::uninitialized: return {head::at_device, action::zero_fill_device};
-      case head::at_host: return {head::synced, action::copy_to_device};
-      default: return {from, action::none};
+      case head::uninitialized:
+        return {head::at_device, action::zero_fill_device};
+      case head::at_host:
+        return {head::synced, action::copy_to_device};
+      default:
+        return {from, action::none};
     }
   };
   switch (op) {
-    case operation::read_host: return read_host();
-    case operation::write_host: return step{head::at_host, read_host().work};
-    case operation::read_device: return read_device();
-    case operation::write_device: return step{head::at_device, read_device().work};
-    case operation::borrow_host: return step{head::at_host, action::none};
-    case operation::borrow_device: return step{head::at_device, action::none};
+    case operation::read_host:
+      return read_host();
+    case operation::write_host:
+      return step{head::at_host, read_host().work};
+    case operation::read_device:
+      return read_device();
+    case operation::write_device:
+      return step{head::at_device, read_device().work};
+    case operation::borrow_host:
+      return step{head::at_host, action::none};
+    case operation::borrow_device:
+      return step{head::at_device, action::none};
     case operation::upload_async:
       if (from != head::at_host) return std::nullopt;
       return read_device();
@@ -89,10 +101,14 @@ struct step {
 /// @brief The name of a head state, as written in crema's messages ("at_host").
 [[nodiscard]] constexpr std::string_view to_string(head h) noexcept {
   switch (h) {
-    case head::uninitialized: return "uninitialized";
-    case head::at_host: return "at_host";
-    case head::at_device: return "at_device";
-    case head::synced: return "synced";
+    case head::uninitialized:
+      return "uninitialized";
+    case head::at_host:
+      return "at_host";
+    case head::at_device:
+      return "at_device";
+    case head::synced:
+      return "synced";
   }
   return "invalid";
 }
@@ -100,14 +116,22 @@ struct step {
 /// @brief The name of an operation, as written in crema's messages ("read_host").
 [[nodiscard]] constexpr std::string_view to_string(operation op) noexcept {
   switch (op) {
-    case operation::read_host: return "read_host";
-    case operation::write_host: return "write_host";
-    case operation::read_device: return "read_device";
-    case operation::write_device: return "write_device";
-    case operation::borrow_host: return "borrow_host";
-    case operation::borrow_device: return "borrow_device";
-    case operation::upload_async: return "upload_async";
-    case operation::download_async: return "download_async";
+    case operation::read_host:
+      return "read_host";
+    case operation::write_host:
+      return "write_host";
+    case operation::read_device:
+      return "read_device";
+    case operation::write_device:
+      return "write_device";
+    case operation::borrow_host:
+      return "borrow_host";
+    case operation::borrow_device:
+      return "borrow_device";
+    case operation::upload_async:
+      return "upload_async";
+    case operation::download_async:
+      return "download_async";
   }
   return "invalid";
 }

@@ -22,9 +22,7 @@ class device_forwarding<Derived, Upstream> {
  public:
   using stream_type = typename Upstream::stream_type;
 
-  void fill_zero(void* destination, std::size_t bytes) {
-    upstream().fill_zero(destination, bytes);
-  }
+  void fill_zero(void* destination, std::size_t bytes) { upstream().fill_zero(destination, bytes); }
   void copy_to_device(void* destination, const void* source, std::size_t bytes) {
     upstream().copy_to_device(destination, source, bytes);
   }
@@ -59,7 +57,7 @@ class device_forwarding<Derived, Upstream> {
 /// device id pass through unchanged.
 /// @tparam Upstream a `host_resource` or a `device_resource`
 template <class Upstream>
-  requires host_resource<Upstream> || device_resource<Upstream>
+requires host_resource<Upstream> || device_resource<Upstream>
 class limiting_resource_adaptor
     : public detail::device_forwarding<limiting_resource_adaptor<Upstream>, Upstream> {
  public:

@@ -15,12 +15,12 @@ namespace crema {
 /// `crema::allocation_error` naming the bytes; `deallocate(p, bytes, alignment)` takes back what
 /// `allocate` returned with the same arguments and never throws.
 template <class Resource>
-concept host_resource =
-    std::copy_constructible<Resource> &&
+concept host_resource = std::copy_constructible<Resource> &&
     requires(Resource& resource, void* pointer, std::size_t bytes, std::size_t alignment) {
-      { resource.allocate(bytes, alignment) } -> std::same_as<void*>;
-      { resource.deallocate(pointer, bytes, alignment) } noexcept;
-    };
+  { resource.allocate(bytes, alignment) } -> std::same_as<void*>;
+  { resource.deallocate(pointer, bytes, alignment) }
+  noexcept;
+};
 
 /// @brief An event recorded on a stream: it becomes ready when the work queued before it ends.
 /// A default-constructed event has nothing to wait for.
@@ -29,7 +29,7 @@ concept host_resource =
 /// error of the work it waited for.
 template <class Event>
 concept stream_event = std::movable<Event> && std::default_initializable<Event> &&
-                       requires(const Event& event) {
+    requires(const Event& event) {
   { event.ready() } -> std::same_as<bool>;
   event.wait();
 };
@@ -50,19 +50,20 @@ concept stream_policy = stream_event<typename Stream::event_type> && requires(St
 /// when their work is done; the `_async` copies are queued on `stream` and done when an event
 /// recorded after them is ready. `device_id()` names the device the memory lives on.
 template <class Resource>
-concept device_resource =
-    std::copy_constructible<Resource> && stream_policy<typename Resource::stream_type> &&
+concept device_resource = std::copy_constructible<Resource> &&
+    stream_policy<typename Resource::stream_type> &&
     requires(Resource& resource, const Resource& const_resource, void* destination,
              const void* source, std::size_t bytes, std::size_t alignment,
              typename Resource::stream_type& stream) {
-      { resource.allocate(bytes, alignment) } -> std::same_as<void*>;
-      { resource.deallocate(destination, bytes, alignment) } noexcept;
-      resource.fill_zero(destination, bytes);
-      resource.copy_to_device(destination, source, bytes);
-      resource.copy_to_host(destination, source, bytes);
-      resource.copy_to_device_async(destination, source, bytes, stream);
-      resource.copy_to_host_async(destination, source, bytes, stream);
-      { const_resource.device_id() } -> std::same_as<int>;
-    };
+  { resource.allocate(bytes, alignment) } -> std::same_as<void*>;
+  { resource.deallocate(destination, bytes, alignment) }
+  noexcept;
+  resource.fill_zero(destination, bytes);
+  resource.copy_to_device(destination, source, bytes);
+  resource.copy_to_host(destination, source, bytes);
+  resource.copy_to_device_async(destination, source, bytes, stream);
+  resource.copy_to_host_async(destination, source, bytes, stream);
+  { const_resource.device_id() } -> std::same_as<int>;
+};
 
 }  // namespace crema

@@ -55,9 +55,9 @@ class synced_buffer {
   using event_type = typename stream_type::event_type;
 
   /// @brief An empty buffer (zero elements).
-  synced_buffer() noexcept(std::is_nothrow_default_constructible_v<HostResource> &&
-                           std::is_nothrow_default_constructible_v<DeviceResource>)
-    requires std::default_initializable<HostResource> && std::default_initializable<DeviceResource>
+  synced_buffer() noexcept(std::is_nothrow_default_constructible_v<HostResource>&&
+                               std::is_nothrow_default_constructible_v<DeviceResource>) requires
+      std::default_initializable<HostResource> && std::default_initializable<DeviceResource>
   = default;
 
   /// @brief A buffer of `count` elements; nothing is allocated until a side is first touched.
@@ -67,8 +67,8 @@ class synced_buffer {
       : host_resource_(std::move(host)), device_resource_(std::move(device)), size_(count) {
     if (count > max_size()) {
       detail::fail<length_error>(
-          "synced_buffer: {} elements of {} bytes overflow the largest buffer ({} elements)",
-          count, sizeof(T), max_size());
+          "synced_buffer: {} elements of {} bytes overflow the largest buffer ({} elements)", count,
+          sizeof(T), max_size());
     }
   }
 
@@ -205,22 +205,23 @@ class synced_buffer {
   /// @return the resource of the host side
   [[nodiscard]] const HostResource& host_resource() const noexcept { return host_resource_; }
   /// @return the resource of the device side
-  [[nodiscard]] const DeviceResource& device_resource() const noexcept {
-    return device_resource_;
-  }
+  [[nodiscard]] const DeviceResource& device_resource() const noexcept { return device_resource_; }
 
  private:
   // Runs `op` through the table: wait for a pending copy, do the step's work, move the head.
   // The head moves only after the work succeeded, so a failed allocation changes nothing.
   void access(operation op, stream_type* stream = nullptr) const {
-    if (pending_) [[unlikely]] wait();
+    if (pending_) [[unlikely]]
+      wait();
     const auto next = transition(head_, op);
     if (!next) {
-      detail::fail<state_error>("synced_buffer: {} needs the newest data on its source side, "
-                                "but the head is {}",
-                                to_string(op), to_string(head_));
+      detail::fail<state_error>(
+          "synced_buffer: {} needs the newest data on its source side, "
+          "but the head is {}",
+          to_string(op), to_string(head_));
     }
-    if (next->work != action::none) [[unlikely]] do_work(next->work, stream);
+    if (next->work != action::none) [[unlikely]]
+      do_work(next->work, stream);
     if (stream != nullptr && size_ != 0) {
       pending_event_ = stream->record();
       pending_head_ = next->next;
@@ -233,7 +234,8 @@ class synced_buffer {
   void do_work(action work, stream_type* stream) const {
     if (size_ == 0) return;  // an empty buffer allocates and copies nothing
     switch (work) {
-      case action::none: break;
+      case action::none:
+        break;
       case action::zero_fill_host:
         allocate_host();
         std::memset(host_data_, 0, size_bytes());

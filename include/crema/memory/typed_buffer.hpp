@@ -43,8 +43,8 @@ class typed_buffer {
   /// @brief A new buffer of `count` elements; only `head::uninitialized` buffers are made new.
   /// @throws crema::length_error as `synced_buffer`'s constructor
   explicit typed_buffer(std::size_t count, HostResource host = HostResource{},
-                        DeviceResource device = DeviceResource{})
-    requires(Head == head::uninitialized)
+                        DeviceResource device = DeviceResource{}) requires(Head ==
+                                                                           head::uninitialized)
       : buffer_(count, std::move(host), std::move(device)) {}
 
   /// @return the number of elements

@@ -49,14 +49,14 @@ struct pipeline_options {
 /// @brief A transform that fills a preallocated item in place: `transform(record, item)`.
 /// It names its item type as `Transform::item_type`.
 template <class Transform, class Record>
-concept in_place_transform =
-    requires { typename Transform::item_type; } &&
-    std::invocable<Transform&, const Record&, typename Transform::item_type&>;
+concept in_place_transform = requires {
+  typename Transform::item_type;
+}
+&&std::invocable<Transform&, const Record&, typename Transform::item_type&>;
 
 /// @brief A transform a pipeline can run on records of `Record`: in place, or returning the item.
 template <class Transform, class Record>
-concept transform_for =
-    std::copy_constructible<Transform> &&
+concept transform_for = std::copy_constructible<Transform> &&
     (in_place_transform<Transform, Record> ||
      (std::invocable<Transform&, const Record&> &&
       std::is_move_assignable_v<std::invoke_result_t<Transform&, const Record&>>));
@@ -68,7 +68,7 @@ struct item_type_of {
   using type = std::remove_cvref_t<std::invoke_result_t<Transform&, const Record&>>;
 };
 template <class Transform, class Record>
-  requires in_place_transform<Transform, Record>
+requires in_place_transform<Transform, Record>
 struct item_type_of<Transform, Record> {
   using type = typename Transform::item_type;
 };
@@ -86,10 +86,10 @@ struct reader_body {
 };
 
 template <class Source>
-concept source_with_record_keys =
-    requires(const Source& source, const typename Source::record_type& record) {
-      { source.record_key(record) } -> std::convertible_to<std::string>;
-    };
+concept source_with_record_keys = requires(const Source& source,
+                                           const typename Source::record_type& record) {
+  { source.record_key(record) } -> std::convertible_to<std::string>;
+};
 
 }  // namespace detail
 
@@ -337,8 +337,8 @@ class double_buffered_pipeline {
           }
         }
       } catch (...) {
-        fail(fmt::format("pipeline: transform failed on record {} of {}{}",
-                         slot.first_position + i, body->key, record_key(*slot.records[i])));
+        fail(fmt::format("pipeline: transform failed on record {} of {}{}", slot.first_position + i,
+                         body->key, record_key(*slot.records[i])));
         return false;
       }
       return true;
@@ -374,8 +374,7 @@ class double_buffered_pipeline {
           epochs.fetch_add(1, std::memory_order_relaxed);
           record = body->source.next();
           if (record == nullptr) {
-            detail::fail<pipeline_error>("pipeline: source {} has no records to repeat",
-                                         body->key);
+            detail::fail<pipeline_error>("pipeline: source {} has no records to repeat", body->key);
           }
           if (slot.size == 0) {
             slot.epoch = body->epoch;

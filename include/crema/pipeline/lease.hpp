@@ -70,8 +70,11 @@ class lease {
 
   /// @brief Gives the slot back now.
   void reset() noexcept {
-    if (slot_ != nullptr) channel_->release(std::exchange(slot_, nullptr));
-    channel_.reset();
+    // A lease holds both or neither; testing the channel keeps GCC's -O3 flow analysis from
+    // seeing a release through a null channel.
+    if (const std::shared_ptr<Channel> channel = std::exchange(channel_, nullptr)) {
+      channel->release(std::exchange(slot_, nullptr));
+    }
   }
 
   /// @return whether the lease holds a batch

@@ -38,9 +38,9 @@ struct acquired_slot {
 ///
 /// `co_await acquire()` takes a free slot at once when there is one; otherwise, after a short
 /// spin, it suspends the awaiting coroutine (no thread blocks) until `release()` hands a slot
-/// back, and then resumes it on the executor. The capacity is the slot count: slots are made once, at construction, and
-/// reused, never reallocated. `stop()` resumes every waiter with no slot and makes every later
-/// `acquire()` return none.
+/// back, and then resumes it on the executor. The capacity is the slot count: slots are made once,
+/// at construction, and reused, never reallocated. `stop()` resumes every waiter with no slot and
+/// makes every later `acquire()` return none.
 ///
 /// `acquire`, `release` and `stop` are thread-safe and lock-free (the queues may allocate a block
 /// now and then); `release` may briefly spin while a waiter finishes registering itself.

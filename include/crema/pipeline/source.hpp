@@ -31,25 +31,25 @@ using record_position = std::uint64_t;
 ///   `source_registry`.
 /// Sources are used by one thread at a time; the pipeline serializes its producers' pulls.
 template <class Source>
-concept record_source =
-    std::move_constructible<Source> &&
+concept record_source = std::move_constructible<Source> &&
     requires(Source& source, const Source& const_source, std::size_t rank, std::size_t world,
              record_position position) {
-      typename Source::record_type;
-      { Source::records_are_stable } -> std::convertible_to<bool>;
-      { source.next() } -> std::same_as<const typename Source::record_type*>;
-      source.rewind();
-      source.shard(rank, world);
-      { const_source.position() } -> std::same_as<record_position>;
-      source.seek(position);
-      { const_source.key() } -> std::convertible_to<std::string>;
-    };
+  typename Source::record_type;
+  { Source::records_are_stable } -> std::convertible_to<bool>;
+  { source.next() } -> std::same_as<const typename Source::record_type*>;
+  source.rewind();
+  source.shard(rank, world);
+  { const_source.position() } -> std::same_as<record_position>;
+  source.seek(position);
+  { const_source.key() } -> std::convertible_to<std::string>;
+};
 
 namespace detail {
 
 inline void check_shard(std::size_t rank, std::size_t world) {
   if (world == 0) fail<config_error>("source shard: world must be at least 1, got 0");
-  if (rank >= world) fail<config_error>("source shard: rank {} is outside a world of {}", rank, world);
+  if (rank >= world)
+    fail<config_error>("source shard: rank {} is outside a world of {}", rank, world);
 }
 
 }  // namespace detail

@@ -31,9 +31,10 @@ class source_registry {
     if (found != entries_.end()) {
       if (auto existing = found->second.object.lock()) {
         if (found->second.type != std::type_index(typeid(Shared))) {
-          detail::fail<config_error>("source_registry: key {} is shared by a source of another "
-                                     "type",
-                                     key);
+          detail::fail<config_error>(
+              "source_registry: key {} is shared by a source of another "
+              "type",
+              key);
         }
         return std::static_pointer_cast<Shared>(existing);
       }

@@ -10,16 +10,17 @@ namespace crema {
 
 /// @brief A snapshot of what a pipeline has done since it started.
 struct pipeline_stats {
-  std::uint64_t batches_produced = 0;   ///< batches producers handed to consumers
-  std::uint64_t records_produced = 0;   ///< records in those batches
-  std::uint64_t batches_consumed = 0;   ///< batches consumers took
-  std::uint64_t epochs = 0;             ///< passes over the source begun after the first
+  std::uint64_t batches_produced = 0;         ///< batches producers handed to consumers
+  std::uint64_t records_produced = 0;         ///< records in those batches
+  std::uint64_t batches_consumed = 0;         ///< batches consumers took
+  std::uint64_t epochs = 0;                   ///< passes over the source begun after the first
   std::chrono::nanoseconds consumer_wait{0};  ///< consumers waiting for a batch (starvation)
-  std::chrono::nanoseconds producer_wait{0};  ///< producers suspended for a free slot (backpressure)
-  std::uint64_t producer_suspensions = 0;     ///< times a producer was suspended for a slot
-  std::size_t queued_batches = 0;       ///< full batches waiting for their consumer now
-  std::size_t free_slots = 0;           ///< slots free for producers now
-  std::size_t waiting_producers = 0;    ///< producers suspended for a free slot now
+  std::chrono::nanoseconds producer_wait{
+      0};                                  ///< producers suspended for a free slot (backpressure)
+  std::uint64_t producer_suspensions = 0;  ///< times a producer was suspended for a slot
+  std::size_t queued_batches = 0;          ///< full batches waiting for their consumer now
+  std::size_t free_slots = 0;              ///< slots free for producers now
+  std::size_t waiting_producers = 0;       ///< producers suspended for a free slot now
 };
 
 }  // namespace crema
@@ -34,13 +35,14 @@ struct fmt::formatter<crema::pipeline_stats> {
     const auto milliseconds = [](std::chrono::nanoseconds time) {
       return std::chrono::duration<double, std::milli>(time).count();
     };
-    return fmt::format_to(context.out(),
-                          "produced {} batches ({} records), consumed {}, epochs {}, queued {}, "
-                          "free {}, waiting producers {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
-                          "({} suspensions)",
-                          stats.batches_produced, stats.records_produced, stats.batches_consumed,
-                          stats.epochs, stats.queued_batches, stats.free_slots, stats.waiting_producers,
-                          milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
-                          stats.producer_suspensions);
+    return fmt::format_to(
+        context.out(),
+        "produced {} batches ({} records), consumed {}, epochs {}, queued {}, "
+        "free {}, waiting producers {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
+        "({} suspensions)",
+        stats.batches_produced, stats.records_produced, stats.batches_consumed, stats.epochs,
+        stats.queued_batches, stats.free_slots, stats.waiting_producers,
+        milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
+        stats.producer_suspensions);
   }
 };

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -31,12 +32,15 @@ class cuda_p2p_reducer {
  public:
   using scale_type = scale_type_t<T>;
 
-  /// @param tree    participants numbered by device ordinal
-  /// @param buffers one device buffer per participant, on that participant's device, same size
+  /// @param tree           participants numbered by device ordinal
+  /// @param buffers        one device buffer per participant, on its device, all the same size
+  /// @param chunk_elements elements per chunk: chunk c+1 goes up a level while chunk c is added
+  ///                       at the next (0: one chunk)
   /// @throws crema::collective_error on a count or size mismatch; crema::cuda_error on CUDA
   ///         failures (no device, for one)
-  cuda_p2p_reducer(tree_topology tree, std::vector<device_span<T>> buffers)
-      : tree_(std::move(tree)), buffers_(std::move(buffers)) {
+  cuda_p2p_reducer(tree_topology tree, std::vector<device_span<T>> buffers,
+                   std::size_t chunk_elements = std::size_t{1} << 20)
+      : tree_(std::move(tree)), buffers_(std::move(buffers)), chunk_(chunk_elements) {
     if (buffers_.size() != tree_.size()) {
       crema::detail::fail<collective_error>("cuda_p2p_reducer: {} buffers for {} participants",
                                             buffers_.size(), tree_.size());
@@ -50,7 +54,7 @@ class cuda_p2p_reducer {
       scoped_device on(tree_.id(i));
       streams_.emplace_back();
       void* staging = nullptr;
-      CREMA_CUDA_TRY(cudaMalloc(&staging, buffers_[0].size_bytes() == 0 ? 1 : buffers_[0].size_bytes()));
+      CREMA_CUDA_TRY(cudaMalloc(&staging, std::max<std::size_t>(1, chunk_bytes())));
       staging_.push_back(static_cast<T*>(staging));
       if (const auto parent = tree_.parent(i)) enable_peer_access(tree_.id(i), tree_.id(*parent));
     }
@@ -65,38 +69,15 @@ class cuda_p2p_reducer {
   }
 
   /// @brief Leaves the tree-order sum (times 1/N for `reduction::average`) in every buffer.
+  /// Chunks are queued one after the other on per-device streams, so the levels of the tree work
+  /// on different chunks at once.
   void allreduce(reduction op = reduction::sum) {
-    const std::size_t count = buffers_[0].size();
-    if (count == 0) return;
-    const std::size_t bytes = buffers_[0].size_bytes();
-    crema::detail::tree_allreduce_schedule(
-        tree_,
-        [&](std::size_t parent, std::size_t child) {
-          scoped_device on(tree_.id(parent));
-          wait_for(parent, child);
-          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(staging_[parent], tree_.id(parent),
-                                             buffers_[child].data(), tree_.id(child), bytes,
-                                             streams_[parent].native_handle()));
-          detail::add_into(thrust::cuda::par.on(streams_[parent].native_handle()),
-                           buffers_[parent].data(), staging_[parent], count);
-        },
-        [&](std::size_t root) {
-          if (op != reduction::average) return;
-          scoped_device on(tree_.id(root));
-          const scale_type scale = scale_type(1) / static_cast<scale_type>(tree_.size());
-          detail::scale_into(thrust::cuda::par.on(streams_[root].native_handle()),
-                             buffers_[root].data(), count, scale);
-        },
-        [&](std::size_t parent, std::size_t child) {
-          scoped_device on(tree_.id(child));
-          wait_for(child, parent);
-          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(buffers_[child].data(), tree_.id(child),
-                                             buffers_[parent].data(), tree_.id(parent), bytes,
-                                             streams_[child].native_handle()));
-        });
+    const std::size_t total = buffers_[0].size();
+    for (std::size_t offset = 0; offset < total; offset += chunk_elements()) {
+      allreduce_chunk(offset, std::min(chunk_elements(), total - offset), op);
+    }
     for (auto& stream : streams_) stream.synchronize();
   }
-
   /// @brief Copies participant `root`'s buffer into every other participant's.
   void broadcast(std::size_t root) {
     if (root >= tree_.size()) {
@@ -115,11 +96,46 @@ class cuda_p2p_reducer {
   }
 
  private:
+  [[nodiscard]] std::size_t chunk_elements() const noexcept {
+    return chunk_ != 0 ? chunk_ : std::max<std::size_t>(1, buffers_[0].size());
+  }
+  [[nodiscard]] std::size_t chunk_bytes() const noexcept {
+    return std::min(chunk_elements(), buffers_[0].size()) * sizeof(T);
+  }
+
+  void allreduce_chunk(std::size_t offset, std::size_t count, reduction op) {
+    const std::size_t bytes = count * sizeof(T);
+    crema::detail::tree_allreduce_schedule(
+        tree_,
+        [&](std::size_t parent, std::size_t child) {
+          scoped_device on(tree_.id(parent));
+          wait_for(parent, child);
+          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(staging_[parent], tree_.id(parent),
+                                             buffers_[child].data() + offset, tree_.id(child),
+                                             bytes, streams_[parent].native_handle()));
+          detail::add_into(thrust::cuda::par.on(streams_[parent].native_handle()),
+                           buffers_[parent].data() + offset, staging_[parent], count);
+        },
+        [&](std::size_t root) {
+          if (op != reduction::average) return;
+          scoped_device on(tree_.id(root));
+          const scale_type scale = scale_type(1) / static_cast<scale_type>(tree_.size());
+          detail::scale_into(thrust::cuda::par.on(streams_[root].native_handle()),
+                             buffers_[root].data() + offset, count, scale);
+        },
+        [&](std::size_t parent, std::size_t child) {
+          scoped_device on(tree_.id(child));
+          wait_for(child, parent);
+          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(buffers_[child].data() + offset, tree_.id(child),
+                                             buffers_[parent].data() + offset, tree_.id(parent),
+                                             bytes, streams_[child].native_handle()));
+        });
+  }
+
   // `waiter`'s stream waits for everything queued so far on `other`'s stream.
   void wait_for(std::size_t waiter, std::size_t other) {
     const cuda_event done = streams_[other].record();
-    CREMA_CUDA_TRY(
-        cudaStreamWaitEvent(streams_[waiter].native_handle(), done.native_handle(), 0));
+    CREMA_CUDA_TRY(cudaStreamWaitEvent(streams_[waiter].native_handle(), done.native_handle(), 0));
   }
 
   static void enable_peer_access(int device, int peer) {
@@ -141,6 +157,7 @@ class cuda_p2p_reducer {
   std::vector<device_span<T>> buffers_;
   std::vector<cuda_stream> streams_;
   std::vector<T*> staging_;
+  std::size_t chunk_;
 };
 
 }  // namespace crema::cuda

@@ -66,8 +66,8 @@ class nccl_reducer {
             buffers_[i].size(), buffers_[0].size());
       }
     }
-    CREMA_NCCL_TRY(ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()),
-                                   devices_.data()));
+    CREMA_NCCL_TRY(
+        ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()));
     for (const int device : devices_) {
       scoped_device on(device);
       streams_.emplace_back();
@@ -110,8 +110,8 @@ class nccl_reducer {
 
   void check_root(const char* call, std::size_t root) const {
     if (root >= devices_.size()) {
-      crema::detail::fail<collective_error>("nccl_reducer::{}: participant {} is outside {}",
-                                            call, root, devices_.size());
+      crema::detail::fail<collective_error>("nccl_reducer::{}: participant {} is outside {}", call,
+                                            root, devices_.size());
     }
   }
 

@@ -3,8 +3,8 @@
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
-#include <crema/memory/detail/alignment.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/detail/alignment.hpp>
 #include <crema/memory/resource.hpp>
 
 #include <cuda_runtime_api.h>
@@ -35,8 +35,9 @@ class cuda_device_resource {
   ///         made current (no device, no driver)
   [[nodiscard]] void* allocate(std::size_t bytes,
                                std::size_t alignment = alignof(std::max_align_t)) {
-    return allocate_with(bytes, alignment,
-                         [](void** pointer, std::size_t size) { return cudaMalloc(pointer, size); });
+    return allocate_with(bytes, alignment, [](void** pointer, std::size_t size) {
+      return cudaMalloc(pointer, size);
+    });
   }
   /// @brief Frees what `allocate` returned.
   void deallocate(void* pointer, std::size_t /*bytes*/,

@@ -34,8 +34,8 @@ template <class T>
 void fill(device_span<T> span, T value, cuda_stream& stream) {
   if (span.empty()) return;
   constexpr unsigned threads = 256;
-  const auto blocks = static_cast<unsigned>(
-      std::min<std::size_t>((span.size() + threads - 1) / threads, 4096));
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::size_t>((span.size() + threads - 1) / threads, 4096));
   detail::fill_kernel<<<blocks, threads, 0, stream.native_handle()>>>(span.data(), span.size(),
                                                                       value);
   CREMA_CUDA_TRY(cudaGetLastError());

@@ -17,8 +17,7 @@ inline void check_alignment(std::size_t bytes, std::size_t alignment, std::size_
                            fmt::format("alignment {} is not a power of two", alignment));
   }
   if (alignment > largest) {
-    throw allocation_error(bytes, side,
-                           fmt::format("alignment {} exceeds {}", alignment, largest));
+    throw allocation_error(bytes, side, fmt::format("alignment {} exceeds {}", alignment, largest));
   }
 }
 

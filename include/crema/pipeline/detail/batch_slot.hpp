@@ -19,9 +19,9 @@ struct batch_slot {
   std::vector<const Record*> records;
   std::vector<Record> copies;
   std::vector<Item> items;
-  std::size_t size = 0;             // records in this batch (the last of a pass may be short)
-  std::uint64_t sequence = 0;       // the consumer's batch number: order of the claims
-  std::uint64_t epoch = 0;          // pass of the first record
+  std::size_t size = 0;                // records in this batch (the last of a pass may be short)
+  std::uint64_t sequence = 0;          // the consumer's batch number: order of the claims
+  std::uint64_t epoch = 0;             // pass of the first record
   record_position first_position = 0;  // position of the first record in its pass
 };
 
