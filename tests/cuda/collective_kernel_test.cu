@@ -4,24 +4,16 @@
 #include <crema/collective/nccl/nccl_reducer.hpp>
 #include <crema/memory/cuda/synced_buffer.hpp>
 
+#include "common/cuda_skip.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <numeric>
 #include <vector>
 
-namespace {
-
-bool skip_without_device() {
-  if (crema::cuda::device_count() > 0) return false;
-  std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
-  return true;
-}
-
-}  // namespace
-
 TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
-  if (skip_without_device()) return;
+  if (crema::test::skip_without_cuda_device()) return;
   const int devices = crema::cuda::device_count();
   std::vector<int> ids(static_cast<std::size_t>(devices));
   std::iota(ids.begin(), ids.end(), 0);

@@ -11,6 +11,8 @@
 
 #include "common/resource_battery.hpp"
 
+#include "common/cuda_skip.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -24,24 +26,12 @@ template class crema::synced_buffer<float, crema::host_pinned_resource,
 template class crema::synced_buffer<float, crema::host_pinned_resource,
                                     crema::cuda_async_device_resource>;
 
-namespace {}  // namespace
-
 // Stream-ordered memory needs a stream that outlives every resource made here.
 template <>
 crema::cuda_async_device_resource crema::test::make_resource<crema::cuda_async_device_resource>() {
   static crema::cuda_stream allocations;
   return crema::cuda_async_device_resource(allocations);
 }
-
-namespace {
-
-bool skip_without_device() {
-  if (crema::cuda::device_count() > 0) return false;
-  std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
-  return true;
-}
-
-}  // namespace
 
 TEST_SUITE("cuda resources") {
   TEST_CASE("the CUDA resources and stream model crema's concepts") {
@@ -104,7 +94,7 @@ TEST_SUITE("cuda resources") {
   TEST_CASE_TEMPLATE("a CUDA resource passes the conformance battery", Resource,
                      crema::host_pinned_resource, crema::cuda_device_resource,
                      crema::cuda_async_device_resource) {
-    if (skip_without_device()) return;
+    if (crema::test::skip_without_cuda_device()) return;
     auto resource = crema::test::make_resource<Resource>();
     crema::test::check_distinct_aligned_writable(resource);
     crema::test::check_zero_bytes(resource);
@@ -117,7 +107,7 @@ TEST_SUITE("cuda resources") {
   }
 
   TEST_CASE("a CUDA synced_buffer uploads asynchronously and is synced only after the copy") {
-    if (skip_without_device()) return;
+    if (crema::test::skip_without_cuda_device()) return;
     crema::cuda_stream stream;
     crema::cuda::synced_buffer<float> buffer(1 << 20);
     auto host = buffer.mutable_host();
@@ -130,7 +120,7 @@ TEST_SUITE("cuda resources") {
   }
 
   TEST_CASE("stream-ordered device memory works from its own stream and another") {
-    if (skip_without_device()) return;
+    if (crema::test::skip_without_cuda_device()) return;
     crema::cuda_stream allocations;
     crema::cuda_stream copies;
     crema::synced_buffer<float, crema::host_pinned_resource, crema::cuda_async_device_resource>

@@ -5,6 +5,8 @@
 #include <crema/memory/cuda/fill.cuh>
 #include <crema/memory/cuda/synced_buffer.hpp>
 
+#include "common/cuda_skip.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -20,10 +22,7 @@ __global__ void scale(float* data, std::size_t size, float factor) {
 }  // namespace
 
 TEST_CASE("a kernel scales a CUDA synced_buffer on the device and the host sees the result") {
-  if (crema::cuda::device_count() == 0) {
-    std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
-    return;
-  }
+  if (crema::test::skip_without_cuda_device()) return;
   crema::cuda_stream stream;
   crema::cuda::synced_buffer<float> buffer(100000);
   auto host = buffer.mutable_host();
@@ -38,10 +37,7 @@ TEST_CASE("a kernel scales a CUDA synced_buffer on the device and the host sees 
 }
 
 TEST_CASE("fill sets every element of a device span on the stream") {
-  if (crema::cuda::device_count() == 0) {
-    std::printf("crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)\n");
-    return;
-  }
+  if (crema::test::skip_without_cuda_device()) return;
   crema::cuda_stream stream;
   crema::cuda::synced_buffer<float> buffer(1 << 20);
   crema::cuda::fill(buffer.mutable_device(), 1.5f, stream);

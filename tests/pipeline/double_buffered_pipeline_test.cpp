@@ -25,10 +25,15 @@ using namespace std::chrono_literals;
 using crema::pipeline_mode;
 using crema::test::watchdog;
 
-crema::vector_source<int> numbers(int count, std::string name = "numbers") {
+// 0, 1, ..., count - 1: what a pass over numbers(count) holds.
+std::vector<int> first_numbers(int count) {
   std::vector<int> values(static_cast<std::size_t>(count));
   std::iota(values.begin(), values.end(), 0);
-  return crema::vector_source<int>(std::move(values), std::move(name));
+  return values;
+}
+
+crema::vector_source<int> numbers(int count, std::string name = "numbers") {
+  return crema::vector_source<int>(first_numbers(count), std::move(name));
 }
 
 const auto identity = [](const int& record) { return record; };
@@ -50,9 +55,7 @@ TEST_SUITE("double_buffered_pipeline") {
       for (int value : *batch) seen.push_back(value);
     }
     std::sort(seen.begin(), seen.end());
-    std::vector<int> expected(1000);
-    std::iota(expected.begin(), expected.end(), 0);
-    CHECK(seen == expected);
+    CHECK(seen == first_numbers(1000));
     const auto stats = pipe.stats();
     CHECK(stats.batches_produced == 16);
     CHECK(stats.records_produced == 1000);
@@ -109,9 +112,7 @@ TEST_SUITE("double_buffered_pipeline") {
         CHECK(batch->sequence() == expected_sequence++);
         for (int value : *batch) seen.push_back(value);
       }
-      std::vector<int> expected(2000);
-      std::iota(expected.begin(), expected.end(), 0);
-      CHECK(seen == expected);
+      CHECK(seen == first_numbers(2000));
     }
   }
 
@@ -136,9 +137,7 @@ TEST_SUITE("double_buffered_pipeline") {
       short_batches += consumer.short_batches;
     }
     std::sort(all.begin(), all.end());
-    std::vector<int> expected(100);
-    std::iota(expected.begin(), expected.end(), 0);
-    CHECK(all == expected);
+    CHECK(all == first_numbers(100));
     CHECK(short_batches == 1);  // 100 = 12 * 8 + 4
   }
 
@@ -445,9 +444,7 @@ TEST_SUITE("source_registry") {
     std::vector<int> all = first_seen;
     all.insert(all.end(), second_seen.begin(), second_seen.end());
     std::sort(all.begin(), all.end());
-    std::vector<int> expected(500);
-    std::iota(expected.begin(), expected.end(), 0);
-    CHECK(all == expected);  // disjoint, and together the whole source
+    CHECK(all == first_numbers(500));  // disjoint, and together the whole source
   }
 
   TEST_CASE("a key shared by two source types is a config_error") {

@@ -81,6 +81,21 @@ class tree_sum {
   std::size_t block_;
 };
 
+// Every reducer takes one buffer per participant, all of the same size: says which is not.
+template <class Buffers>
+void check_buffers(const char* reducer, const Buffers& buffers, std::size_t participants) {
+  if (buffers.size() != participants) {
+    fail<collective_error>("{}: {} buffers for {} participants", reducer, buffers.size(),
+                           participants);
+  }
+  for (std::size_t i = 1; i < buffers.size(); ++i) {
+    if (buffers[i].size() != buffers[0].size()) {
+      fail<collective_error>("{}: participant {} has {} elements, participant 0 has {}", reducer,
+                             i, buffers[i].size(), buffers[0].size());
+    }
+  }
+}
+
 }  // namespace detail
 
 /// @brief Broadcast, reduce and allreduce over one buffer per participant, along a
@@ -121,17 +136,7 @@ class device_tree_reducer {
         backend_(std::move(backend)),
         sum_(tree_, block_elements != 0 ? block_elements : default_block_elements),
         scratch_(backend_->size() * sum_.scratch_size()) {
-    if (buffers_.size() != tree_.size()) {
-      detail::fail<collective_error>("device_tree_reducer: {} buffers for {} participants",
-                                     buffers_.size(), tree_.size());
-    }
-    for (std::size_t i = 1; i < buffers_.size(); ++i) {
-      if (buffers_[i].size() != buffers_[0].size()) {
-        detail::fail<collective_error>(
-            "device_tree_reducer: participant {} has {} elements, participant 0 has {}", i,
-            buffers_[i].size(), buffers_[0].size());
-      }
-    }
+    detail::check_buffers("device_tree_reducer", buffers_, tree_.size());
   }
 
   /// @return the number of participants

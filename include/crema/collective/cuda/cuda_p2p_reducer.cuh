@@ -41,16 +41,8 @@ class cuda_p2p_reducer {
   cuda_p2p_reducer(tree_topology tree, std::vector<device_span<T>> buffers,
                    std::size_t chunk_elements = std::size_t{1} << 20)
       : tree_(std::move(tree)), buffers_(std::move(buffers)), chunk_(chunk_elements) {
-    if (buffers_.size() != tree_.size()) {
-      crema::detail::fail<collective_error>("cuda_p2p_reducer: {} buffers for {} participants",
-                                            buffers_.size(), tree_.size());
-    }
+    crema::detail::check_buffers("cuda_p2p_reducer", buffers_, tree_.size());
     for (std::size_t i = 0; i < buffers_.size(); ++i) {
-      if (buffers_[i].size() != buffers_[0].size()) {
-        crema::detail::fail<collective_error>(
-            "cuda_p2p_reducer: participant {} has {} elements, participant 0 has {}", i,
-            buffers_[i].size(), buffers_[0].size());
-      }
       scoped_device on(tree_.id(i));
       streams_.emplace_back();
       void* staging = nullptr;

@@ -55,17 +55,7 @@ class nccl_reducer {
   nccl_reducer(std::vector<int> devices, std::vector<device_span<T>> buffers)
       : devices_(std::move(devices)), buffers_(std::move(buffers)), comms_(devices_.size()) {
     if (devices_.empty()) crema::detail::fail<collective_error>("nccl_reducer: no participants");
-    if (buffers_.size() != devices_.size()) {
-      crema::detail::fail<collective_error>("nccl_reducer: {} buffers for {} participants",
-                                            buffers_.size(), devices_.size());
-    }
-    for (std::size_t i = 0; i < buffers_.size(); ++i) {
-      if (buffers_[i].size() != buffers_[0].size()) {
-        crema::detail::fail<collective_error>(
-            "nccl_reducer: participant {} has {} elements, participant 0 has {}", i,
-            buffers_[i].size(), buffers_[0].size());
-      }
-    }
+    crema::detail::check_buffers("nccl_reducer", buffers_, devices_.size());
     CREMA_NCCL_TRY(
         ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()));
     for (const int device : devices_) {
