@@ -120,6 +120,42 @@ TEST_SUITE("p2p_sync") {
   }
 #endif
 
+  TEST_CASE("bucketed and unbucketed hooks give the collective's bits for 1 to 16 participants") {
+    for (std::size_t participants = 1; participants <= 16; participants += 5) {
+      for (const std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1009},
+                                     (std::size_t{1} << 20) + 3}) {
+        CAPTURE(participants);
+        CAPTURE(size);
+        const auto tree = crema::tree_topology::build(first_ids(participants),
+                                                      [](int, int) { return true; });
+        const auto inputs = crema::test::make_inputs(participants, size, 13);
+        auto expected = inputs;
+        crema::device_tree_reducer<float>(tree, crema::test::spans_of(expected), {}, 1000)
+            .reduce(tree.root(), crema::reduction::average);
+        for (const std::size_t bucket_bytes : {std::size_t{0}, std::size_t{4096}}) {
+          auto gradients = inputs;
+          std::vector<std::vector<float>> parameters(participants, std::vector<float>(size));
+          crema::p2p_sync<float> sync(
+              tree, crema::test::spans_of(parameters), crema::test::spans_of(gradients),
+              {.bucket_sizes = bucket_bytes == 0 ? std::vector<std::size_t>{}
+                                                 : crema::buckets_of<float>(size, bucket_bytes)});
+          sync.on_start(tree.root());
+          for (std::size_t p = 0; p < participants; ++p) {
+            if (p != tree.root()) sync.on_start(p);
+          }
+          for (std::size_t b = sync.buckets(); b-- > 0;) {  // every participant, last bucket first
+            for (std::size_t p = 0; p < participants; ++p) sync.on_bucket_ready(p, b);
+          }
+          for (std::size_t p = 0; p < participants; ++p) {
+            if (p != tree.root()) sync.on_gradients_ready(p);
+          }
+          sync.on_gradients_ready(tree.root());
+          CHECK(same_bits(gradients[tree.root()], expected[tree.root()]));
+        }
+      }
+    }
+  }
+
   TEST_CASE("a hook called twice in a step is a collective_error naming participant and step") {
     const auto tree = crema::tree_topology::flat(first_ids(2));
     std::vector<std::vector<float>> parameters(2, std::vector<float>(8));

@@ -124,7 +124,7 @@ class device_tree_reducer {
 
   /// @param tree           the topology; `buffers[i]` belongs to participant `i`
   /// @param buffers        one buffer per participant, all of the same size, not overlapping
-  /// @param backend        does the work
+  /// @param backend        does the work (null: a default one)
   /// @param block_elements elements summed per block (0 is taken as the default)
   /// @throws crema::collective_error if the buffer count is not the participant count, or two
   ///         buffers differ in size (naming both participants and sizes)
@@ -133,7 +133,7 @@ class device_tree_reducer {
                       std::size_t block_elements = default_block_elements)
       : tree_(std::move(tree)),
         buffers_(std::move(buffers)),
-        backend_(std::move(backend)),
+        backend_(backend ? std::move(backend) : std::make_shared<Backend>()),
         sum_(tree_, block_elements != 0 ? block_elements : default_block_elements),
         scratch_(backend_->size() * sum_.scratch_size()) {
     detail::check_buffers("device_tree_reducer", buffers_, tree_.size());
