@@ -355,6 +355,20 @@ TEST_SUITE("double_buffered_pipeline errors") {
     CHECK(seen.size() <= 4);
   }
 
+  TEST_CASE("a transform whose copy throws fails the pipeline instead of ending the program") {
+    watchdog guard(20s, "transform copy");
+    struct refuses_copies {
+      refuses_copies() = default;
+      refuses_copies(const refuses_copies&) { throw std::runtime_error("no copies"); }
+      refuses_copies(refuses_copies&&) noexcept = default;
+      int operator()(const int& record) const { return record; }
+    };
+    crema::double_buffered_pipeline pipe{numbers(10), refuses_copies{}, {.producers = 2}};
+    CHECK_THROWS_WITH_AS((void)pipe.consumer(0).pull(),
+                         doctest::Contains("pipeline: copying the transform for producer"),
+                         crema::pipeline_error);
+  }
+
   TEST_CASE("repeating an empty source is a pipeline_error, not a hang") {
     watchdog guard(20s, "empty repeat");
     crema::double_buffered_pipeline pipe{numbers(0, "empty"), identity, {.batch_size = 2}};

@@ -290,9 +290,15 @@ class double_buffered_pipeline {
 
     detail::producer_task produce(std::size_t id) {
       {
-        Transform transform = prototype;
+        std::optional<Transform> own;  // each producer's copy; a copy that throws fails the run
+        try {
+          own.emplace(prototype);
+        } catch (...) {
+          fail(fmt::format("pipeline: copying the transform for producer {} failed", id));
+        }
         std::size_t turn = id;
-        while (!stop_source.stop_requested()) {
+        while (own && !stop_source.stop_requested()) {
+          Transform& transform = *own;
           if (body->exhausted.load(std::memory_order_acquire)) break;  // a pass that is over
           channel& target = *channels[turn++ % channels.size()];
           const auto asked = clock::now();
