@@ -1,7 +1,9 @@
 // crema-demo: walks a synced_buffer through every head state, the way a Caffe-style engine uses
 // a blob over one training step, and prints what each access cost. Then does the same flow with
 // the head checked at compile time, and an asynchronous upload on an emulated stream. Then feeds
-// a small training loop from a double_buffered_pipeline over a data set it makes itself.
+// a small training loop from a double_buffered_pipeline over a data set it makes itself, and
+// finally trains a tiny model data-parallel on two solver threads that a pipeline feeds and
+// p2p_sync keeps in step, as Caffe's P2PSync did.
 //
 // Runs on any machine: the device is crema's emulated device (host memory, counted transfers).
 
@@ -11,9 +13,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -128,6 +132,96 @@ void pipeline_training(crema::emulated_device& device) {
              after.uploads - before.uploads, steps, checksum, pipe.stats());
 }
 
+// A linear regression sample: y = w* . x, with w* = (1, -2, 3, -4, 5, -6, 7, -8) / 8.
+struct sample {
+  std::array<float, 8> x;
+  float y;
+};
+
+float true_weight(std::size_t j) {
+  const int k = static_cast<int>(j) + 1;
+  return static_cast<float>(j % 2 == 0 ? k : -k) / 8.0f;
+}
+
+std::vector<sample> make_samples(std::size_t count) {
+  std::vector<sample> samples(count);
+  std::uint32_t state = 12345;
+  for (auto& s : samples) {
+    s.y = 0;
+    for (std::size_t j = 0; j < s.x.size(); ++j) {
+      state = state * 1664525U + 1013904223U;
+      s.x[j] = static_cast<float>(state >> 8) / static_cast<float>(1U << 24) * 2.0f - 1.0f;
+      s.y += true_weight(j) * s.x[j];
+    }
+  }
+  return samples;
+}
+
+// Returns the mean squared error of `w` on the batch and leaves its gradient in `gradient`.
+template <class Batch>
+float mse_gradient(const std::vector<float>& w, const Batch& batch, std::span<float> gradient) {
+  std::fill(gradient.begin(), gradient.end(), 0.0f);
+  float loss = 0;
+  for (const sample& s : batch) {
+    float error = -s.y;
+    for (std::size_t j = 0; j < w.size(); ++j) error += w[j] * s.x[j];
+    loss += error * error;
+    for (std::size_t j = 0; j < w.size(); ++j) gradient[j] += 2.0f * error * s.x[j];
+  }
+  const float n = static_cast<float>(batch.size());
+  for (float& g : gradient) g /= n;
+  return loss / n;
+}
+
+bool data_parallel_training() {
+  constexpr std::size_t solvers = 2;
+  constexpr std::size_t steps = 300;
+  constexpr float learning_rate = 0.2f;
+  fmt::print(
+      "data-parallel SGD on {} solver threads, a pipeline dealing them batches and "
+      "p2p_sync averaging their gradients:\n",
+      solvers);
+  crema::double_buffered_pipeline pipe{
+      crema::vector_source<sample>(make_samples(4096), "regression"),
+      [](const sample& s) { return s; },
+      {.batch_size = 64, .prefetch = 4, .producers = 2, .threads = 1, .consumers = solvers}};
+  const std::vector<int> ids{0, 1};
+  const auto tree = crema::tree_topology::flat(ids);
+  std::vector<std::vector<float>> parameters(solvers, std::vector<float>(8, 0.0f));
+  std::vector<std::vector<float>> gradients(solvers, std::vector<float>(8, 0.0f));
+  crema::p2p_sync<float> sync(tree, {parameters[0], parameters[1]}, {gradients[0], gradients[1]});
+  std::array<float, solvers> first_loss{};
+  std::array<float, solvers> last_loss{};
+  std::vector<std::jthread> threads;
+  for (std::size_t p = 0; p < solvers; ++p) {
+    threads.emplace_back([&, p] {
+      auto consumer = pipe.consumer(p);
+      for (std::size_t step = 0; step < steps; ++step) {
+        sync.on_start(p);  // the root's parameters arrive
+        const auto batch = consumer.pull();
+        const float loss = mse_gradient(parameters[p], *batch, gradients[p]);
+        if (step == 0) first_loss[p] = loss;
+        last_loss[p] = loss;
+        sync.on_gradients_ready(p);  // the root gets the average
+        if (p == tree.root()) {
+          for (std::size_t j = 0; j < 8; ++j) parameters[p][j] -= learning_rate * gradients[p][j];
+        }
+      }
+    });
+  }
+  threads.clear();  // joins
+  float distance = 0;
+  for (std::size_t j = 0; j < 8; ++j) {
+    const float error = parameters[tree.root()][j] - true_weight(j);
+    distance += error * error;
+  }
+  distance = std::sqrt(distance);
+  fmt::print("  loss {:.4f} -> {:.2e} in {} steps; distance to the true weights {:.2e}\n",
+             (first_loss[0] + first_loss[1]) / 2, (last_loss[0] + last_loss[1]) / 2, steps,
+             distance);
+  return distance < 1e-3f;
+}
+
 }  // namespace
 
 int main() {
@@ -137,6 +231,10 @@ int main() {
   one_training_step(device);
   typed_flow(device);
   pipeline_training(device);
+  if (!data_parallel_training()) {
+    fmt::print("the data-parallel model did not converge\n");
+    return 1;
+  }
   const auto total = device.stats();
   fmt::print(
       "total: {} uploads ({} bytes), {} downloads ({} bytes), {} device allocations, "
