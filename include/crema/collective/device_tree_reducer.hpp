@@ -129,7 +129,7 @@ class device_tree_reducer {
   /// @throws crema::collective_error if the buffer count is not the participant count, or two
   ///         buffers differ in size (naming both participants and sizes)
   device_tree_reducer(tree_topology tree, std::vector<std::span<T>> buffers,
-                      std::shared_ptr<Backend> backend = std::make_shared<Backend>(),
+                      std::shared_ptr<Backend> backend = nullptr,
                       std::size_t block_elements = default_block_elements)
       : tree_(std::move(tree)),
         buffers_(std::move(buffers)),
