@@ -190,7 +190,7 @@ TEST_SUITE("p2p_sync") {
     CHECK_THROWS_WITH_AS(
         crema::p2p_sync<float>(tree, crema::test::spans_of(parameters),
                                crema::test::spans_of(gradients), {.bucket_sizes = {4, 3}}),
-        "p2p_sync: buckets cover 7 elements, the gradients have 8", crema::collective_error);
+        "p2p_sync: bucket_sizes cover 7 elements, the gradients have 8", crema::collective_error);
   }
 
   TEST_CASE("a participant that fails makes the others fail instead of hang") {

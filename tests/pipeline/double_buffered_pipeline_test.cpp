@@ -322,7 +322,7 @@ TEST_SUITE("double_buffered_pipeline errors") {
         }
         FAIL("expected a pipeline_error");
       } catch (const crema::pipeline_error& e) {
-        CHECK(std::string(e.what()) == "pipeline: transform failed on record 17 of vector:numbers");
+        CHECK(std::string(e.what()) == "pipeline: transform failed on record 17 (pass 0) of vector:numbers");
         try {
           std::rethrow_if_nested(e);
           FAIL("the original exception was not nested");
@@ -350,7 +350,7 @@ TEST_SUITE("double_buffered_pipeline errors") {
       }
       FAIL("expected a pipeline_error");
     } catch (const crema::pipeline_error& e) {
-      CHECK(std::string(e.what()) == "pipeline: source generator:broken failed after position 4");
+      CHECK(std::string(e.what()) == "pipeline: source generator:broken failed reading record 5 (pass 0)");
     }
     CHECK(seen.size() <= 4);
   }
@@ -376,7 +376,7 @@ TEST_SUITE("double_buffered_pipeline errors") {
       (void)pipe.consumer(0).pull();
       FAIL("expected a pipeline_error");
     } catch (const crema::pipeline_error& e) {
-      CHECK(std::string(e.what()) == "pipeline: source vector:empty failed after position 0");
+      CHECK(std::string(e.what()) == "pipeline: source vector:empty failed reading record 0 (pass 1)");
       CHECK_THROWS_WITH_AS(std::rethrow_if_nested(e),
                            "pipeline: source vector:empty has no records to repeat",
                            crema::pipeline_error);

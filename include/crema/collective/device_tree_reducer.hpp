@@ -2,13 +2,16 @@
 
 #include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -81,7 +84,8 @@ class tree_sum {
   std::size_t block_;
 };
 
-// Every reducer takes one buffer per participant, all of the same size: says which is not.
+// Every reducer takes one buffer per participant, all of the same size and apart from each
+// other (two participants on one buffer would sum it twice): says which is not.
 template <class Buffers>
 void check_buffers(const char* reducer, const Buffers& buffers, std::size_t participants) {
   if (buffers.size() != participants) {
@@ -92,6 +96,22 @@ void check_buffers(const char* reducer, const Buffers& buffers, std::size_t part
     if (buffers[i].size() != buffers[0].size()) {
       fail<collective_error>("{}: participant {} has {} elements, participant 0 has {}", reducer,
                              i, buffers[i].size(), buffers[0].size());
+    }
+  }
+  if (buffers.empty() || buffers[0].size() == 0) return;
+  // Sorted by address, each buffer must end before the next begins.
+  std::vector<std::size_t> order(buffers.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto address = [&](std::size_t i) {
+    return reinterpret_cast<std::uintptr_t>(buffers[i].data());
+  };
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return address(a) < address(b); });
+  const std::size_t bytes = buffers[0].size_bytes();
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    if (address(order[k]) - address(order[k - 1]) < bytes) {
+      fail<collective_error>("{}: the buffers of participants {} and {} overlap", reducer,
+                             std::min(order[k - 1], order[k]), std::max(order[k - 1], order[k]));
     }
   }
 }
@@ -124,20 +144,21 @@ class device_tree_reducer {
 
   /// @param tree           the topology; `buffers[i]` belongs to participant `i`
   /// @param buffers        one buffer per participant, all of the same size, not overlapping
-  /// @param backend        does the work (null: a default one)
-  /// @param block_elements elements summed per block (0 is taken as the default)
-  /// @throws crema::collective_error if the buffer count is not the participant count, or two
-  ///         buffers differ in size (naming both participants and sizes)
+  /// @param backend        does the work (null: a default one); may be shared with other
+  ///                       reducers, whose collectives then take turns on it
+  /// @param block_elements elements summed per block (0 is taken as the default; a block larger
+  ///                       than the buffers is taken as the whole buffer)
+  /// @throws crema::collective_error if the buffer count is not the participant count, two
+  ///         buffers differ in size or overlap (naming both participants), or the scratch memory
+  ///         for `block_elements` overflows
   device_tree_reducer(tree_topology tree, std::vector<std::span<T>> buffers,
                       std::shared_ptr<Backend> backend = nullptr,
                       std::size_t block_elements = default_block_elements)
       : tree_(std::move(tree)),
-        buffers_(std::move(buffers)),
+        buffers_(checked(std::move(buffers), tree_.size())),
         backend_(backend ? std::move(backend) : std::make_shared<Backend>()),
-        sum_(tree_, block_elements != 0 ? block_elements : default_block_elements),
-        scratch_(backend_->size() * sum_.scratch_size()) {
-    detail::check_buffers("device_tree_reducer", buffers_, tree_.size());
-  }
+        sum_(tree_, block_for(block_elements, buffers_[0].size())),
+        scratch_(scratch_elements(block_elements)) {}
 
   /// @return the number of participants
   [[nodiscard]] std::size_t participants() const noexcept { return tree_.size(); }
@@ -210,6 +231,31 @@ class device_tree_reducer {
   [[nodiscard]] std::size_t scratch_size() const noexcept { return sum_.scratch_size(); }
 
  private:
+  static std::vector<std::span<T>> checked(std::vector<std::span<T>> buffers,
+                                           std::size_t participants) {
+    detail::check_buffers("device_tree_reducer", buffers, participants);
+    return buffers;
+  }
+
+  // A block never needs to be longer than the buffers: the sums do not depend on it.
+  static std::size_t block_for(std::size_t requested, std::size_t elements) {
+    const std::size_t block = requested != 0 ? requested : default_block_elements;
+    return std::min(block, std::max<std::size_t>(elements, 1));
+  }
+
+  // One scratch area per backend thread; refused, not wrapped, when it cannot be counted.
+  std::size_t scratch_elements(std::size_t requested) const {
+    const auto per_thread = detail::checked_mul(tree_.height(), block_for(requested, size()));
+    const auto total = per_thread ? detail::checked_mul(*per_thread, backend_->size()) : std::nullopt;
+    if (!total || !detail::checked_mul(*total, sizeof(T))) {
+      detail::fail<collective_error>(
+          "device_tree_reducer: block_elements {} x tree height {} x {} threads of scratch "
+          "overflows",
+          requested, tree_.height(), backend_->size());
+    }
+    return *total;
+  }
+
   void check_participant(const char* call, std::size_t i) const {
     if (i >= tree_.size()) {
       detail::fail<collective_error>(

@@ -3,6 +3,7 @@
 #include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/device_tree_reducer.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
@@ -67,8 +68,8 @@ class p2p_sync {
   /// @param tree       the participants
   /// @param parameters each participant's parameters (the root's are the ones broadcast)
   /// @param gradients  each participant's gradients (summed into the root's)
-  /// @throws crema::collective_error on buffers of different sizes or a bucket list that does
-  ///         not cover the gradients
+  /// @throws crema::collective_error on buffers of different sizes, or a bucket list that does
+  ///         not cover the gradients exactly (naming the bucket that overruns them)
   p2p_sync(tree_topology tree, std::vector<std::span<T>> parameters,
            std::vector<std::span<T>> gradients, p2p_sync_options options = {})
       : parameters_(tree, std::move(parameters), std::make_shared<Backend>(1)),
@@ -79,13 +80,20 @@ class p2p_sync {
     if (options_.bucket_sizes.empty()) options_.bucket_sizes.push_back(gradients_.size());
     std::size_t covered = 0;
     bucket_begin_.push_back(0);
-    for (const std::size_t size : options_.bucket_sizes) {
-      covered += size;
+    for (std::size_t b = 0; b < options_.bucket_sizes.size(); ++b) {
+      const auto next = detail::checked_add(covered, options_.bucket_sizes[b]);
+      if (!next || *next > gradients_.size()) {
+        detail::fail<collective_error>(
+            "p2p_sync: bucket_sizes[{}] = {} takes the buckets past the {} gradient elements",
+            b, options_.bucket_sizes[b], gradients_.size());
+      }
+      covered = *next;
       bucket_begin_.push_back(covered);
     }
     if (covered != gradients_.size()) {
-      detail::fail<collective_error>("p2p_sync: buckets cover {} elements, the gradients have {}",
-                                     covered, gradients_.size());
+      detail::fail<collective_error>(
+          "p2p_sync: bucket_sizes cover {} elements, the gradients have {}", covered,
+          gradients_.size());
     }
     arrivals_ = std::vector<std::atomic<std::size_t>>(buckets());
     for (auto& count : arrivals_) count.store(tree_.size());

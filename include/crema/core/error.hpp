@@ -99,6 +99,13 @@ class mpi_error : public native_error {
   using native_error::native_error;
 };
 
+/// @brief A thread could not be started; `code()` is the system's error number (EAGAIN when a
+/// process or address-space limit is reached).
+class thread_error : public native_error {
+ public:
+  using native_error::native_error;
+};
+
 /// @brief A pipeline failed: a source or transform threw, or it was used after it stopped.
 class pipeline_error : public error {
  public:

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/start_threads.hpp>
 #include <crema/core/error.hpp>
 
 #include <coroutine>
@@ -27,12 +28,13 @@ class thread_pool {
  public:
   /// @param threads how many threads to start
   /// @throws crema::config_error if `threads` is 0
+  /// @throws crema::thread_error naming how many threads were asked for and made, if the system
+  ///         refuses one (the ones made are stopped and joined first)
   explicit thread_pool(std::size_t threads) {
     if (threads == 0) detail::fail<config_error>("thread_pool: threads must be at least 1, got 0");
-    workers_.reserve(threads);
-    for (std::size_t i = 0; i < threads; ++i) {
-      workers_.emplace_back([this] { run(); });
-    }
+    detail::start_threads(
+        "thread_pool", threads, workers_, [this] { return std::jthread([this] { run(); }); },
+        [this] { wake_workers(); });
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -40,12 +42,18 @@ class thread_pool {
   /// @brief Stops and joins the threads.
   ~thread_pool() {
     stop_.request_stop();
-    for (std::size_t i = 0; i < workers_.size(); ++i) work_.enqueue(std::coroutine_handle<>{});
+    wake_workers();
     workers_.clear();  // joins
   }
 
   /// @brief Queues `coroutine` to be resumed on one of the pool's threads.
-  void post(std::coroutine_handle<> coroutine) { work_.enqueue(coroutine); }
+  /// @throws crema::allocation_error if the queue cannot grow (a coroutine is never dropped
+  ///         silently)
+  void post(std::coroutine_handle<> coroutine) {
+    if (!work_.enqueue(coroutine)) [[unlikely]] {
+      throw allocation_error(sizeof(coroutine), "host", "thread_pool: the work queue cannot grow");
+    }
+  }
 
   /// @brief An awaitable that suspends the awaiting coroutine and resumes it on the pool.
   [[nodiscard]] auto schedule() noexcept {
@@ -64,9 +72,22 @@ class thread_pool {
   [[nodiscard]] std::stop_token stop_token() const noexcept { return stop_.get_token(); }
   /// @return the number of threads
   [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
+  /// @return whether the calling thread is one of this pool's; never blocks
+  [[nodiscard]] bool runs_this_thread() const noexcept { return current_pool() == this; }
 
  private:
+  static const thread_pool*& current_pool() noexcept {
+    thread_local const thread_pool* pool = nullptr;
+    return pool;
+  }
+
+  // One empty handle per thread: each thread that takes one returns.
+  void wake_workers() {
+    for (std::size_t i = 0; i < workers_.size(); ++i) work_.enqueue(std::coroutine_handle<>{});
+  }
+
   void run() {
+    current_pool() = this;
     for (;;) {
       std::coroutine_handle<> coroutine;
       work_.wait_dequeue(coroutine);

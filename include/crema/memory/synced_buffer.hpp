@@ -24,7 +24,9 @@ namespace crema {
 /// through `crema::transition`, the table in `head.hpp`.
 ///
 /// Asynchronous copies (`upload_async`, `download_async`) record an event on the stream: `head()`
-/// reports `synced` only once the copy has finished, and the next access waits for it.
+/// reports `synced` only once the copy has finished, and the next access waits for it. A copy
+/// that fails is reported once, by that access (or `wait()`), and the buffer returns to the state
+/// it had before the copy.
 ///
 /// Memory handed in by `set_host_data` / `set_device_data` is borrowed and never freed; memory the
 /// buffer allocated is freed exactly once, by the buffer. Zero elements is a valid size that
@@ -130,20 +132,30 @@ class synced_buffer {
 
   /// @brief Where the newest data is. `synced` is reported only once a pending asynchronous copy
   /// has finished; until then the head is the side it copies from. Never blocks.
+  /// @throws whatever the stream reports of a copy that has finished and failed (once; see
+  ///         `wait()`)
   [[nodiscard]] crema::head head() const {
     poll();
     return head_;
   }
   /// @return whether an asynchronous copy is still running; never blocks
+  /// @throws as `head()`
   [[nodiscard]] bool transfer_pending() const {
     poll();
     return pending_;
   }
   /// @brief Blocks until a pending asynchronous copy has finished.
-  /// @throws whatever the stream reports of the copy
+  /// @throws whatever the stream reports of a failed copy, once: the buffer is then back where
+  ///         it was before the copy (the head on the side copied from, whose data is intact), and
+  ///         the next access works normally (a read of the other side copies again)
   void wait() const {
     if (pending_) {
-      pending_event_.wait();
+      try {
+        pending_event_.wait();
+      } catch (...) {
+        abandon();
+        throw;
+      }
       settle();
     }
   }
@@ -293,6 +305,12 @@ class synced_buffer {
   void settle() const noexcept {
     head_ = pending_head_;
     pending_ = false;
+  }
+  // A failed copy left the destination undefined; the head never moved off the source side, so
+  // dropping the copy is all it takes to be consistent again.
+  void abandon() const noexcept {
+    pending_ = false;
+    pending_event_ = event_type{};
   }
 
   void check_borrowed(const char* call, const T* data, size_type count) const {

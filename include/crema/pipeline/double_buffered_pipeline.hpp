@@ -1,10 +1,12 @@
 #pragma once
 
+#include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/batch_slot.hpp>
 #include <crema/pipeline/detail/producer_task.hpp>
 #include <crema/pipeline/lease.hpp>
+#include <crema/pipeline/pipeline_options.hpp>
 #include <crema/pipeline/queue_pair.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,24 +30,6 @@
 #include <vector>
 
 namespace crema {
-
-/// @brief What a pipeline does at the end of the source.
-enum class pipeline_mode {
-  repeat,       ///< training: rewind and go on, forever
-  single_pass,  ///< evaluation: every record once across all consumers, then each range ends
-};
-
-/// @brief How a pipeline is built. Every count must be at least 1.
-struct pipeline_options {
-  std::size_t batch_size = 1;  ///< records per batch (1 moves single records, as Caffe's reader)
-  std::size_t prefetch = 4;    ///< preallocated batch slots per consumer
-  std::size_t producers = 1;   ///< producer coroutines (each with its own copy of the transform)
-  std::size_t threads = 1;     ///< threads the producers run on (may be fewer than producers)
-  std::size_t consumers = 1;   ///< consumers, one per device or solver; batches are dealt in turn
-  pipeline_mode mode = pipeline_mode::repeat;
-  bool ordered = false;  ///< each consumer sees its batches in source order, whatever the producers
-  source_registry* registry = nullptr;  ///< share one reader with pipelines of the same source key
-};
 
 /// @brief A transform that fills a preallocated item in place: `transform(record, item)`.
 /// It names its item type as `Transform::item_type`.
@@ -75,12 +60,16 @@ struct item_type_of<Transform, Record> {
 
 // The reader a pipeline pulls records from; shared through a source_registry by pipelines whose
 // sources have the same key. Its lock serializes pulls: producers take whole batches under it.
+// Pipelines that share a reader share its passes, so they must agree on what a pass is: the mode
+// is fixed by the first one.
 template <class Source>
 struct reader_body {
-  explicit reader_body(Source&& from) : source(std::move(from)), key(source.key()) {}
+  reader_body(Source&& from, pipeline_mode chosen)
+      : source(std::move(from)), key(source.key()), mode(chosen) {}
   std::mutex mutex;
   Source source;
   std::string key;
+  const pipeline_mode mode;
   std::uint64_t epoch = 0;
   std::atomic<bool> exhausted{false};  // a single pass has reached the end; read without the lock
 };
@@ -101,14 +90,22 @@ concept source_with_record_keys = requires(const Source& source,
 /// slots; a producer awaiting a free slot is suspended, not blocking a thread, so `producers`
 /// coroutines share `threads` threads. A producer first takes a slot, then claims the next
 /// `batch_size` records under the reader's lock, then runs its transform outside the lock.
-/// Batches are dealt to consumers in turn.
+///
+/// Batches are dealt to consumers in turn (round robin), as data-parallel solvers need: each gets
+/// the same number of batches, whatever the producers do. So the consumers of one pipeline must
+/// pull at about the same rate. One that stops pulling (or holds its leases) holds the others
+/// back once its slots are full, since producers wait for its turn: `pull()` then throws a
+/// `pipeline_error` naming it after `stall_timeout`, `pull_for` / `pull_until` return
+/// `pull_status::timeout`, and `stats().held_back_by` names it.
 ///
 /// Consumers pull on their own threads: `for (auto batch : pipe.consumer(i)) use(*batch);`; the
 /// lease returns the slot when it dies. In `single_pass` mode each consumer's range ends once
 /// every record has been delivered exactly once across all consumers. An exception from the
 /// source or a transform stops the pipeline and reaches every consumer's next pull as a
-/// `crema::pipeline_error` naming the record, with the original nested. `stop()` (and the
-/// destructor) return promptly from any state, after every producer has finished.
+/// `crema::pipeline_error` naming the record (its position in the pass, the pass, and the
+/// source's key for it where the source has keys), with the original nested; batches still
+/// queued then are not delivered. `stop()` (and the destructor) return promptly from any state;
+/// a consumer blocked in a pull when the pipeline is destroyed gets an empty lease.
 ///
 /// `stats()` and `stop()` are thread-safe. Each consumer index is used by one thread at a time.
 /// @tparam Source    a `record_source`, owned by the pipeline (or the shared reader)
@@ -122,6 +119,7 @@ class double_buffered_pipeline {
 
  private:
   using slot_type = detail::batch_slot<record_type, item_type>;
+  using clock = std::chrono::steady_clock;
   struct core;
 
  public:
@@ -143,6 +141,8 @@ class double_buffered_pipeline {
     // Claimed under the reader's lock (several producers), read by the consumer afterwards.
     std::uint64_t claimed = 0;
     std::atomic<std::size_t> outstanding{0};  // leases the consumer holds
+    std::atomic<std::uint64_t> consumed{0};   // batches delivered, for stats
+    std::atomic<bool> pulling{false};         // the consumer waits in a pull
     // The consumer's own state: one thread at a time.
     std::vector<slot_type*> reorder;
     std::uint64_t next_sequence = 0;
@@ -151,20 +151,47 @@ class double_buffered_pipeline {
     slot_type end_marker{0, false};  // pushed once every batch is out; `sequence` is the total
   };
   using lease_type = lease<channel>;
+  using pull_result_type = pull_result<lease_type>;
 
-  /// @brief One consumer's handle: pull batches, or iterate over them. Cheap to copy; valid while
-  /// the pipeline lives. One thread at a time per consumer index.
+  /// @brief One consumer's handle: pull batches, or iterate over them. Cheap to copy. It refers
+  /// to the pipeline weakly: once the pipeline is gone, pulls return nothing.
+  /// One thread at a time per consumer index.
   class consumer_ref {
    public:
     /// @brief The next batch, waiting for it if need be:
-    /// `while (auto batch = consumer.pull()) use(*batch);`
+    /// `while (auto batch = consumer.pull()) use(*batch);`. May block; allocates nothing in the
+    /// steady state.
     /// @return a lease on the batch; an empty lease at the end of a single pass or after `stop()`
-    /// @throws crema::pipeline_error if a source or transform failed, or if this consumer holds
-    ///         every one of its slots (waiting would never end)
-    [[nodiscard]] lease_type pull() { return core_->pull(index_, true); }
+    /// @throws crema::pipeline_error if a source or transform failed, if this consumer holds
+    ///         every one of its slots (waiting would never end), or if another consumer has held
+    ///         this one back for `stall_timeout` (the message names it)
+    [[nodiscard]] lease_type pull() {
+      return with_core([&](core& owner) {
+        return owner.pull(index_, wait_kind::stall_checked, clock::time_point::max()).batch;
+      });
+    }
     /// @brief The next batch if one is ready now (else an empty lease); never blocks.
     /// @throws crema::pipeline_error if a source or transform failed
-    [[nodiscard]] lease_type try_pull() { return core_->pull(index_, false); }
+    [[nodiscard]] lease_type try_pull() {
+      return with_core(
+          [&](core& owner) { return owner.pull(index_, wait_kind::none, clock::now()).batch; });
+    }
+    /// @brief The next batch, waiting for it until `deadline` at most.
+    /// @return the status (`ready`, `end`, `stopped` or `timeout`) and the batch if one came
+    /// @throws crema::pipeline_error if a source or transform failed, or if this consumer holds
+    ///         every one of its slots
+    template <class Duration>
+    [[nodiscard]] pull_result_type pull_until(std::chrono::time_point<clock, Duration> deadline) {
+      return with_result([&](core& owner) {
+        return owner.pull(index_, wait_kind::until_deadline,
+                          std::chrono::time_point_cast<clock::duration>(deadline));
+      });
+    }
+    /// @brief The next batch, waiting for it for `timeout` at most; as `pull_until`.
+    template <class Rep, class Period>
+    [[nodiscard]] pull_result_type pull_for(std::chrono::duration<Rep, Period> timeout) {
+      return pull_until(deadline_after(timeout));
+    }
 
     class iterator {
      public:
@@ -193,24 +220,41 @@ class double_buffered_pipeline {
 
    private:
     friend class double_buffered_pipeline;
-    consumer_ref(core* owner, std::size_t index) noexcept : core_(owner), index_(index) {}
-    core* core_;
+    consumer_ref(std::weak_ptr<core> owner, std::size_t index) noexcept
+        : core_(std::move(owner)), index_(index) {}
+
+    // The pull keeps the pipeline's state alive while it runs, so a consumer woken by the
+    // destructor never touches freed memory.
+    template <class Pull>
+    lease_type with_core(Pull&& pull) {
+      const std::shared_ptr<core> owner = core_.lock();
+      return owner ? pull(*owner) : lease_type{};
+    }
+    template <class Pull>
+    pull_result_type with_result(Pull&& pull) {
+      const std::shared_ptr<core> owner = core_.lock();
+      return owner ? pull(*owner) : pull_result_type{pull_status::stopped, {}};
+    }
+    std::weak_ptr<core> core_;
     std::size_t index_;
   };
 
   /// @brief Builds the pipeline and starts its producers.
   /// @param source    the records; sharded and positioned as the caller left it
   /// @param transform copied once per producer
-  /// @throws crema::config_error naming the field if a count is 0, or if the registry holds the
-  ///         source's key for another type of source
+  /// @throws crema::config_error naming the field if a count is 0, naming the counts and the
+  ///         bytes if the slots they make do not fit in this machine's memory, or if the registry
+  ///         holds the source's key for another type of source or another mode
+  /// @throws crema::thread_error if the threads cannot be started (naming how many were made)
   double_buffered_pipeline(Source source, Transform transform, pipeline_options options)
-      : core_(std::make_unique<core>(std::move(source), std::move(transform), options)) {
+      : core_(std::make_shared<core>(std::move(source), std::move(transform), options)) {
     core_->start();
   }
   double_buffered_pipeline(const double_buffered_pipeline&) = delete;
   double_buffered_pipeline& operator=(const double_buffered_pipeline&) = delete;
 
   /// @brief Stops the pipeline and waits for its producers; outstanding leases stay valid.
+  /// Consumers still blocked in a pull return an empty lease.
   ~double_buffered_pipeline() { stop(); }
 
   /// @return consumer `index`'s handle
@@ -220,12 +264,13 @@ class double_buffered_pipeline {
       detail::fail<config_error>("pipeline: consumer {} does not exist, there are {}", index,
                                  core_->channels.size());
     }
-    return consumer_ref(core_.get(), index);
+    return consumer_ref(core_, index);
   }
 
   /// @brief Stops the producers and wakes every consumer (their pulls return nothing), then
-  /// waits for the producers to finish their current batch. Thread-safe, idempotent; returns
-  /// promptly from any state (a transform already running is waited for).
+  /// waits for the producers to finish their current record. Thread-safe, idempotent; returns
+  /// promptly from any state. Called from inside a transform or source (a producer's thread), it
+  /// requests the stop and returns without waiting, since the caller is one of those producers.
   void stop() { core_->stop_and_wait(); }
 
   /// @return a snapshot of the counters; thread-safe, never blocks
@@ -240,7 +285,22 @@ class double_buffered_pipeline {
   }
 
  private:
-  using clock = std::chrono::steady_clock;
+  // Now plus `timeout`, saturating at the end of time (for "wait for ever" durations).
+  template <class Rep, class Period>
+  static clock::time_point deadline_after(std::chrono::duration<Rep, Period> timeout) {
+    const auto now = clock::now();
+    const auto left = clock::time_point::max() - now;
+    if (timeout >= std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(left)) {
+      return clock::time_point::max();
+    }
+    return now + std::chrono::ceil<clock::duration>(timeout);
+  }
+
+  enum class wait_kind {
+    none,            // try_pull: take what is there
+    until_deadline,  // pull_until: wait, then report a timeout
+    stall_checked,   // pull: wait for ever, unless another consumer holds this one back
+  };
 
   struct core {
     core(Source&& from, Transform&& prototype_transform, const pipeline_options& chosen)
@@ -268,19 +328,65 @@ class double_buffered_pipeline {
       check("producers", chosen.producers);
       check("threads", chosen.threads);
       check("consumers", chosen.consumers);
+      check_memory(chosen);
       return chosen;
+    }
+
+    // Counts that cannot fit are refused before anything is allocated: a slip of a digit would
+    // otherwise end in std::bad_alloc, or in the machine swapping while the slots are made.
+    static void check_memory(const pipeline_options& chosen) {
+      constexpr std::size_t per_record =
+          sizeof(const record_type*) + sizeof(item_type) + sizeof(detail::record_origin) +
+          (Source::records_are_stable ? 0 : sizeof(record_type));
+      // A producer: its transform, its coroutine frame and its counters.
+      constexpr std::size_t per_producer = sizeof(Transform) + 1024;
+      const auto slots = detail::checked_mul(chosen.consumers, chosen.prefetch);
+      const auto records = slots ? detail::checked_mul(*slots, chosen.batch_size) : std::nullopt;
+      const auto slot_bytes = records ? detail::checked_mul(*records, per_record) : std::nullopt;
+      const auto producer_bytes = detail::checked_mul(chosen.producers, per_producer);
+      const auto total = slot_bytes && producer_bytes
+                             ? detail::checked_add(*slot_bytes, *producer_bytes)
+                             : std::nullopt;
+      const auto memory = detail::physical_memory_bytes();
+      if (total && (!memory || *total <= *memory)) return;
+      const std::string need =
+          total ? fmt::format("{} bytes", *total) : std::string("more bytes than a size_t holds");
+      const std::string have =
+          memory ? fmt::format("the {} bytes of memory here", *memory) : std::string("any machine");
+      detail::fail<config_error>(
+          "pipeline: consumers {} x prefetch {} x batch_size {} records of {} bytes, and "
+          "producers {} of {} bytes, need {}, more than {}",
+          chosen.consumers, chosen.prefetch, chosen.batch_size, per_record, chosen.producers,
+          per_producer, need, have);
     }
 
     std::shared_ptr<detail::reader_body<Source>> make_body(Source&& from) {
       using body_type = detail::reader_body<Source>;
-      if (options.registry == nullptr) return std::make_shared<body_type>(std::move(from));
+      if (options.registry == nullptr) {
+        return std::make_shared<body_type>(std::move(from), options.mode);
+      }
       const std::string key = from.key();
-      return options.registry->template find_or_make<body_type>(
-          key, [&] { return std::make_shared<body_type>(std::move(from)); });
+      auto shared = options.registry->template find_or_make<body_type>(
+          key, [&] { return std::make_shared<body_type>(std::move(from), options.mode); });
+      if (shared->mode != options.mode) {
+        detail::fail<config_error>(
+            "pipeline: source {} is read by a {} pipeline; a {} pipeline cannot share its reader "
+            "(give it another key or registry)",
+            key, mode_name(shared->mode), mode_name(options.mode));
+      }
+      return shared;
+    }
+
+    static const char* mode_name(pipeline_mode mode) noexcept {
+      return mode == pipeline_mode::repeat ? "repeating" : "single-pass";
     }
 
     void start() {
-      running = options.producers;
+      {
+        std::scoped_lock lock(done_mutex);
+        running = options.producers;
+        alive.store(options.producers, std::memory_order_relaxed);
+      }
       for (std::size_t id = 0; id < options.producers; ++id) {
         pool.post(produce(id).coroutine);
       }
@@ -288,13 +394,14 @@ class double_buffered_pipeline {
 
     // -- producers ------------------------------------------------------------------------
 
+    // Nothing escapes a producer: whatever goes wrong fails the run and reaches the consumers.
     detail::producer_task produce(std::size_t id) {
-      {
+      try {
         std::optional<Transform> own;  // each producer's copy; a copy that throws fails the run
         try {
           own.emplace(prototype);
         } catch (...) {
-          fail(fmt::format("pipeline: copying the transform for producer {} failed", id));
+          fail([&] { return fmt::format("pipeline: copying the transform for producer {} failed", id); });
         }
         std::size_t turn = id;
         while (own && !stop_source.stop_requested()) {
@@ -317,6 +424,8 @@ class double_buffered_pipeline {
           records_produced.fetch_add(slot->size, std::memory_order_relaxed);
           target.push(slot);
         }
+      } catch (...) {
+        fail([&] { return fmt::format("pipeline: producer {} failed", id); });
       }
       finish_producer();
     }
@@ -327,8 +436,13 @@ class double_buffered_pipeline {
       try {
         claim(slot, target);
       } catch (...) {
-        fail(fmt::format("pipeline: source {} failed after position {}", body->key,
-                         slot.first_position + slot.size));
+        // The origin of the record being read (none if the lock itself failed).
+        const detail::record_origin at =
+            slot.size < slot.origins.size() ? slot.origins[slot.size] : detail::record_origin{};
+        fail([&] {
+          return fmt::format("pipeline: source {} failed reading record {} (pass {})", body->key,
+                             at.position, at.epoch);
+        });
         return false;
       }
       if (slot.size == 0) return false;
@@ -343,16 +457,26 @@ class double_buffered_pipeline {
           }
         }
       } catch (...) {
-        fail(fmt::format("pipeline: transform failed on record {} of {}{}", slot.first_position + i,
-                         body->key, record_key(*slot.records[i])));
+        const detail::record_origin at = slot.origins[i];
+        const std::string key = record_key(*slot.records[i]);  // empty if the key fails too
+        fail([&] {
+          return fmt::format("pipeline: transform failed on record {} (pass {}) of {}{}",
+                             at.position, at.epoch, body->key, key);
+        });
         return false;
       }
       return true;
     }
 
-    std::string record_key(const record_type& record) const {
+    // " (key K)" for sources that name their records; empty when the source cannot say, even
+    // if asking it throws: the error being reported matters more than its key.
+    std::string record_key(const record_type& record) const noexcept {
       if constexpr (detail::source_with_record_keys<Source>) {
-        return fmt::format(" (key {})", body->source.record_key(record));
+        try {
+          return fmt::format(" (key {})", body->source.record_key(record));
+        } catch (...) {
+          return {};
+        }
       } else {
         (void)record;
         return {};
@@ -360,14 +484,21 @@ class double_buffered_pipeline {
     }
 
     // Under the reader's lock: the next `batch_size` records, rewinding in repeat mode. The
-    // consumer's batch number is taken here too, so numbers follow the source order.
+    // consumer's batch number is taken here too, so numbers follow the source order. Each
+    // record's origin is noted before it is read, so a failure names the record being read.
+    // A stop is seen between records: a slow source holds a stop up by one record at most.
     void claim(slot_type& slot, channel& target) {
       std::scoped_lock lock(body->mutex);
       slot.size = 0;
       slot.epoch = body->epoch;
       slot.first_position = body->source.position();
-      if (stop_source.stop_requested()) return;
       while (slot.size < options.batch_size) {
+        if (stop_source.stop_requested()) {
+          slot.size = 0;
+          return;
+        }
+        detail::record_origin& origin = slot.origins[slot.size];
+        origin = {body->epoch, body->source.position()};
         const record_type* record =
             body->exhausted.load(std::memory_order_relaxed) ? nullptr : body->source.next();
         if (record == nullptr) {
@@ -378,14 +509,15 @@ class double_buffered_pipeline {
           body->source.rewind();
           ++body->epoch;
           epochs.fetch_add(1, std::memory_order_relaxed);
+          origin = {body->epoch, 0};
           record = body->source.next();
           if (record == nullptr) {
             detail::fail<pipeline_error>("pipeline: source {} has no records to repeat", body->key);
           }
-          if (slot.size == 0) {
-            slot.epoch = body->epoch;
-            slot.first_position = 0;
-          }
+        }
+        if (slot.size == 0) {
+          slot.epoch = origin.epoch;
+          slot.first_position = origin.position;
         }
         if constexpr (Source::records_are_stable) {
           slot.records[slot.size] = record;
@@ -399,70 +531,95 @@ class double_buffered_pipeline {
     }
 
     // The last producer out closes a finished single pass: each consumer learns its total.
-    void finish_producer() {
+    void finish_producer() noexcept {
       std::unique_lock lock(done_mutex);
+      alive.fetch_sub(1, std::memory_order_relaxed);
       if (--running == 0 && !stop_source.stop_requested()) {
-        for (auto& target : channels) {
-          target->end_marker.sequence = target->claimed;
-          target->push(&target->end_marker);
+        try {
+          for (auto& target : channels) {
+            target->end_marker.sequence = target->claimed;
+            target->push(&target->end_marker);
+          }
+        } catch (...) {
+          fail([] { return std::string("pipeline: ending the pass failed"); });
         }
       }
       done.notify_all();  // under the lock: the pipeline may be destroyed once it is released
     }
 
-    // Called in a catch block: keeps the first error, nested in a pipeline_error, and stops.
-    void fail(const std::string& message) noexcept {
-      try {
-        std::throw_with_nested(pipeline_error(message));
-      } catch (...) {
-        std::scoped_lock lock(error_mutex);
-        if (!error) error = std::current_exception();
-        failed.store(true, std::memory_order_release);
-      }
+    // Called in a catch block: keeps the first error, a pipeline_error whose message `describe()`
+    // makes, with the exception being handled nested in it, and stops. Never throws: should
+    // describing fail as well, the message says less but the error still goes out.
+    template <class Describe>
+    void fail(Describe&& describe) noexcept {
+      record_failure(std::current_exception(), std::forward<Describe>(describe));
       signal_stop();
     }
+    template <class Describe>
+    void record_failure(std::exception_ptr cause, Describe&& describe) noexcept {
+      std::exception_ptr wrapped;
+      try {
+        std::string message;
+        try {
+          message = describe();
+        } catch (...) {
+          message = "pipeline: a producer failed";
+        }
+        try {
+          std::rethrow_exception(cause);
+        } catch (...) {
+          std::throw_with_nested(pipeline_error(message));
+        }
+      } catch (...) {
+        wrapped = std::current_exception();  // the pipeline_error, or what stopped its making
+      }
+      std::scoped_lock lock(error_mutex);
+      if (!error) error = wrapped;
+      failed.store(true, std::memory_order_release);
+    }
 
-    void signal_stop() {
+    void signal_stop() noexcept {
       if (!stop_source.request_stop()) return;
       for (auto& target : channels) target->stop();
     }
 
     void stop_and_wait() {
       signal_stop();
+      if (pool.runs_this_thread()) return;  // a producer stopping its own pipeline
       std::unique_lock lock(done_mutex);
       done.wait(lock, [&] { return running == 0; });
     }
 
     // -- consumers ------------------------------------------------------------------------
 
-    lease_type pull(std::size_t index, bool wait) {
+    pull_result_type pull(std::size_t index, wait_kind kind, clock::time_point deadline) {
       const std::shared_ptr<channel>& source_channel = channels[index];
       channel& target = *source_channel;
       for (;;) {
         rethrow_error();
-        if (stop_source.stop_requested()) return {};
+        if (stop_source.stop_requested()) return {pull_status::stopped, {}};
         if (options.ordered) {
           slot_type*& waiting = target.reorder[target.next_sequence % options.prefetch];
           if (waiting != nullptr && waiting->sequence == target.next_sequence) {
             return deliver(source_channel, std::exchange(waiting, nullptr));
           }
         }
-        if (target.total && target.delivered == *target.total) return {};
+        if (target.total && target.delivered == *target.total) return {pull_status::end, {}};
 
         slot_type* slot = nullptr;
-        if (wait && target.outstanding.load(std::memory_order_relaxed) == options.prefetch) {
-          // Every slot of this consumer is leased: nothing can arrive, waiting would hang.
-          detail::fail<pipeline_error>(
-              "pipeline: consumer {} holds all {} of its slots; release a lease before pulling "
-              "again",
-              index, options.prefetch);
-        }
-        if (wait) {
-          const auto asked = clock::now();
-          slot = target.pop();
-          consumer_wait_ns.fetch_add(elapsed_ns(asked), std::memory_order_relaxed);
-        } else if (!target.try_pop(slot)) {
-          return {};
+        if (kind == wait_kind::none) {
+          if (!target.try_pop(slot)) return {pull_status::timeout, {}};
+        } else {
+          if (target.outstanding.load(std::memory_order_relaxed) == options.prefetch) {
+            // Every slot of this consumer is leased: nothing can arrive, waiting would hang.
+            detail::fail<pipeline_error>(
+                "pipeline: consumer {} holds all {} of its slots; release a lease before pulling "
+                "again",
+                index, options.prefetch);
+          }
+          if (!wait_for_slot(index, target, kind, deadline, slot)) {
+            return {pull_status::timeout, {}};
+          }
         }
         if (slot == nullptr) continue;  // woken by stop: the checks above answer
         if (slot == &target.end_marker) {
@@ -478,12 +635,75 @@ class double_buffered_pipeline {
       }
     }
 
-    lease_type deliver(const std::shared_ptr<channel>& target, slot_type* slot) {
+    // Waits for the consumer's next full slot until `deadline`. A plain pull waits for ever, but
+    // looks every `stall_timeout` whether another consumer holds it back, and throws if so.
+    bool wait_for_slot(std::size_t index, channel& target, wait_kind kind,
+                       clock::time_point deadline, slot_type*& slot) {
+      const auto asked = clock::now();
+      target.pulling.store(true, std::memory_order_relaxed);
+      struct finish_wait {
+        core& owner;
+        channel& target;
+        clock::time_point asked;
+        ~finish_wait() {
+          target.pulling.store(false, std::memory_order_relaxed);
+          owner.consumer_wait_ns.fetch_add(elapsed_ns(asked), std::memory_order_relaxed);
+        }
+      } finishing{*this, target, asked};
+      const bool checks_stalls = kind == wait_kind::stall_checked &&
+                                 options.stall_timeout != std::chrono::milliseconds::max();
+      for (;;) {
+        clock::time_point until = deadline;
+        if (checks_stalls) until = std::min(deadline, deadline_after(options.stall_timeout));
+        if (target.pop_until(slot, until)) return true;
+        if (!checks_stalls) return false;
+        if (const auto holder = holder_of(index)) {
+          detail::fail<pipeline_error>(
+              "pipeline: consumer {} waited {} ms for a batch while every producer waits for a "
+              "free slot of consumer {} ({} queued, {} leased); the consumers of a pipeline must "
+              "pull in turn, or stop it",
+              index, elapsed_ns(asked) / 1'000'000, *holder,
+              channels[*holder]->full_count(),
+              channels[*holder]->outstanding.load(std::memory_order_relaxed));
+        }
+      }
+    }
+
+    // The consumer whose full slots hold every running producer while consumer `waiting` has
+    // nothing to take, if there is one: the consumer with the most producers waiting for it.
+    std::optional<std::size_t> holder_of(std::size_t waiting) const {
+      const std::size_t running_now = alive.load(std::memory_order_relaxed);
+      if (running_now == 0) return std::nullopt;
+      std::size_t waiting_on_others = 0;
+      std::optional<std::size_t> holder;
+      std::size_t most = 0;
+      for (std::size_t j = 0; j < channels.size(); ++j) {
+        if (j == waiting) continue;
+        const std::size_t count = waiting_producers(*channels[j]);
+        waiting_on_others += count;
+        if (count > most) {
+          most = count;
+          holder = j;
+        }
+      }
+      if (waiting_on_others < running_now || channels[waiting]->full_count() != 0) {
+        return std::nullopt;
+      }
+      return holder;
+    }
+
+    static std::size_t waiting_producers(channel& target) {
+      const std::int64_t free_now = target.free_slots().available();
+      return free_now < 0 ? static_cast<std::size_t>(-free_now) : 0;
+    }
+
+    pull_result_type deliver(const std::shared_ptr<channel>& target, slot_type* slot) {
       ++target->next_sequence;
       ++target->delivered;
       target->outstanding.fetch_add(1, std::memory_order_relaxed);
+      target->consumed.fetch_add(1, std::memory_order_relaxed);
       batches_consumed.fetch_add(1, std::memory_order_relaxed);
-      return lease_type(target, slot);
+      return {pull_status::ready, lease_type(target, slot)};
     }
 
     void rethrow_error() {
@@ -503,11 +723,22 @@ class double_buffered_pipeline {
       stats.producer_wait =
           std::chrono::nanoseconds(producer_wait_ns.load(std::memory_order_relaxed));
       for (const auto& count : suspensions) stats.producer_suspensions += count.load();
-      for (const auto& target : channels) {
-        stats.queued_batches += target->full_count();
-        const auto free_now = target->free_slots().available();
-        if (free_now > 0) stats.free_slots += static_cast<std::size_t>(free_now);
-        if (free_now < 0) stats.waiting_producers += static_cast<std::size_t>(-free_now);
+      stats.consumers.reserve(channels.size());
+      for (std::size_t i = 0; i < channels.size(); ++i) {
+        channel& target = *channels[i];
+        consumer_stats one;
+        one.batches_consumed = target.consumed.load(std::memory_order_relaxed);
+        one.queued_batches = target.full_count();
+        one.leased_batches = target.outstanding.load(std::memory_order_relaxed);
+        const std::int64_t free_now = target.free_slots().available();
+        one.free_slots = free_now > 0 ? static_cast<std::size_t>(free_now) : 0;
+        one.waiting_producers = waiting_producers(target);
+        one.pulling = target.pulling.load(std::memory_order_relaxed);
+        stats.queued_batches += one.queued_batches;
+        stats.free_slots += one.free_slots;
+        stats.waiting_producers += one.waiting_producers;
+        if (one.pulling && !stats.held_back_by) stats.held_back_by = holder_of(i);
+        stats.consumers.push_back(one);
       }
       return stats;
     }
@@ -525,7 +756,8 @@ class double_buffered_pipeline {
 
     std::mutex done_mutex;
     std::condition_variable done;
-    std::size_t running = 0;  // producers not finished; under done_mutex
+    std::size_t running = 0;          // producers not finished; under done_mutex
+    std::atomic<std::size_t> alive{0};  // the same, readable without the lock
 
     std::mutex error_mutex;
     std::exception_ptr error;  // the first failure; under error_mutex
@@ -542,7 +774,7 @@ class double_buffered_pipeline {
     thread_pool pool;  // last: its threads stop before anything they use goes
   };
 
-  std::unique_ptr<core> core_;
+  std::shared_ptr<core> core_;
 };
 
 }  // namespace crema

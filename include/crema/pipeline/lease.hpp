@@ -45,7 +45,9 @@ class batch {
 ///
 /// Move-only. A lease keeps its slot's memory alive, so it may even outlive its pipeline
 /// (releasing into a stopped pipeline is harmless). Destroying it is thread-safe and never
-/// blocks or allocates.
+/// blocks. It allocates only the first time a given thread releases a slot of a pipeline (the
+/// lock-free queues give each thread that enqueues a small block of its own), never again on
+/// that thread: release on the consumer's threads, not on a fresh thread per batch.
 template <class Channel>
 class lease {
  public:
@@ -68,7 +70,7 @@ class lease {
   lease& operator=(const lease&) = delete;
   ~lease() { reset(); }
 
-  /// @brief Gives the slot back now.
+  /// @brief Gives the slot back now; as the destructor.
   void reset() noexcept {
     // A lease holds both or neither; testing the channel keeps GCC's -O3 flow analysis from
     // seeing a release through a null channel.

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/error.hpp>
 #include <crema/pipeline/slot_pool.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <utility>
 
@@ -14,7 +16,7 @@ namespace crema {
 ///
 /// The capacity is the pool's slot count; the full queue never holds more. `stop()` wakes both
 /// sides: producers waiting for a slot get none, and a consumer waiting for a batch gets a null
-/// slot. All members are thread-safe; `pop` blocks, the others never do.
+/// slot. All members are thread-safe; `pop` and `pop_until` block, the others never do.
 /// @tparam Slot     the slot type
 /// @tparam Executor where suspended producers resume (`crema::thread_pool`)
 template <class Slot, class Executor>
@@ -30,20 +32,32 @@ class queue_pair {
       : free_(slots, std::forward<Factory>(make), executor), full_(slots + 2) {}
 
   /// @brief Hands a full slot (or a marker the consumer understands) to the consumer.
-  void push(Slot* slot) { full_.enqueue(slot); }
+  /// @throws crema::allocation_error if the queue cannot grow (a slot is never dropped silently)
+  void push(Slot* slot) {
+    if (!full_.enqueue(slot)) [[unlikely]] {
+      throw allocation_error(sizeof(slot), "host", "queue_pair: the full queue cannot grow");
+    }
+  }
   /// @brief Gives a slot back to the free side (a lease ending).
   void release(Slot* slot) { free_.release(slot); }
   /// @brief Takes the next full slot, blocking until there is one; null after `stop()`.
   [[nodiscard]] Slot* pop() {
     Slot* slot = nullptr;
-    // A batch is often a few microseconds away: spin that long before sleeping, since waking a
-    // sleeping consumer costs the producer a system call.
-    for (int spin = 0; spin < pop_spin_limit; ++spin) {
-      if (full_.try_dequeue(slot)) return slot;
-      detail::cpu_relax();
-    }
+    if (spin_pop(slot)) return slot;
     full_.wait_dequeue(slot);
     return slot;
+  }
+  /// @brief Takes the next full slot, blocking until there is one or `deadline` has passed.
+  /// @return whether a slot (null after `stop()`) was taken
+  template <class Clock, class Duration>
+  [[nodiscard]] bool pop_until(Slot*& slot, std::chrono::time_point<Clock, Duration> deadline) {
+    if (spin_pop(slot)) return true;
+    if (deadline == std::chrono::time_point<Clock, Duration>::max()) {
+      full_.wait_dequeue(slot);
+      return true;
+    }
+    const auto left = deadline - Clock::now();
+    return left > left.zero() && full_.wait_dequeue_timed(slot, left);
   }
   /// @brief Takes the next full slot if there is one now.
   [[nodiscard]] bool try_pop(Slot*& slot) { return full_.try_dequeue(slot); }
@@ -59,7 +73,15 @@ class queue_pair {
   [[nodiscard]] slot_pool<Slot, Executor>& free_slots() noexcept { return free_; }
 
  private:
-  static constexpr int pop_spin_limit = 512;  // a few microseconds of `pause`
+  // A batch is often a few microseconds away: spin that long before sleeping, since waking a
+  // sleeping consumer costs the producer a system call.
+  bool spin_pop(Slot*& slot) {
+    for (int spin = 0; spin < detail::spin_limit; ++spin) {
+      if (full_.try_dequeue(slot)) return true;
+      detail::cpu_relax();
+    }
+    return false;
+  }
 
   slot_pool<Slot, Executor> free_;
   moodycamel::BlockingConcurrentQueue<Slot*> full_;

@@ -23,6 +23,9 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// How long crema spins on a queue before it sleeps or suspends: a few microseconds of `pause`.
+inline constexpr int spin_limit = 512;
+
 }  // namespace detail
 
 /// @brief What `co_await pool.acquire()` gives: a free slot (or none once the pool is stopped),
@@ -103,7 +106,6 @@ class slot_pool {
 
  private:
   static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
-  static constexpr int spin_limit = 512;  // a few microseconds of `pause`
 
   struct waiter {
     std::coroutine_handle<> coroutine;
@@ -118,7 +120,7 @@ class slot_pool {
       // A slot often comes back within microseconds: wait that long before paying for a
       // suspension and a resumption through the executor. Not when others already wait: a
       // returned slot goes to them first, so spinning could only waste the thread.
-      for (int spin = 0; spin < spin_limit; ++spin) {
+      for (int spin = 0; spin < detail::spin_limit; ++spin) {
         if (pool_->available_.load(std::memory_order_relaxed) != 0) break;
         detail::cpu_relax();
       }

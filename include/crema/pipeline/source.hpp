@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -102,8 +101,10 @@ class vector_source {
 
 /// @brief A source over any coroutine generator: each pass calls `make()` for a new one.
 ///
-/// Records are copied out of the generator (it may reuse what it yields). Sharding skips the
-/// records of other ranks; `seek` starts a new pass and skips to the position.
+/// A record is the generator's own value, valid until the next `next()` (the generator resumes
+/// only then, so an exception it throws belongs to the record asked for, and the one before is
+/// never lost). Sharding skips the records of other ranks; `seek` starts a new pass and skips to
+/// the position.
 /// @tparam Record the record type the generator yields
 template <class Record>
 class generator_source {
@@ -122,16 +123,19 @@ class generator_source {
 
   [[nodiscard]] const Record* next() {
     if (!started_) start();
-    while (current_ != generation_.end()) {
+    for (;;) {
+      if (taken_) {  // the generator computes the record asked for now, not one call ahead
+        taken_ = false;
+        ++current_;
+      }
+      if (current_ == generation_.end()) return nullptr;
       const std::uint64_t index = index_++;
-      record_ = *current_;
-      ++current_;
+      taken_ = true;
       if (index % world_ == rank_) {
         ++position_;
-        return &*record_;
+        return &*current_;
       }
     }
-    return nullptr;
   }
   void rewind() { started_ = false; }
   void shard(std::size_t rank, std::size_t world) {
@@ -153,23 +157,25 @@ class generator_source {
   using generator_type = generator<Record>;
 
   void start() {
+    started_ = false;
+    index_ = 0;
+    position_ = 0;
+    taken_ = false;
     generation_ = make_();
     current_ = generation_.begin();
     started_ = true;
-    index_ = 0;
-    position_ = 0;
   }
 
   std::function<generator_type()> make_;
   std::string name_;
   generator_type generation_;
   typename generator_type::iterator current_;
-  std::optional<Record> record_;
   std::size_t rank_ = 0;
   std::size_t world_ = 1;
   std::uint64_t index_ = 0;
   record_position position_ = 0;
   bool started_ = false;
+  bool taken_ = false;  // `current_` was handed out (or skipped): advance before reading again
 };
 
 static_assert(record_source<vector_source<int>>);

@@ -5,8 +5,20 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 namespace crema {
+
+/// @brief One consumer's part of a `pipeline_stats` snapshot.
+struct consumer_stats {
+  std::uint64_t batches_consumed = 0;  ///< batches this consumer took
+  std::size_t queued_batches = 0;      ///< full batches waiting for it now
+  std::size_t leased_batches = 0;      ///< batches it holds leases on now
+  std::size_t free_slots = 0;          ///< its slots free for producers now
+  std::size_t waiting_producers = 0;   ///< producers suspended for one of its slots now
+  bool pulling = false;                ///< whether it is waiting in a pull now
+};
 
 /// @brief A snapshot of what a pipeline has done since it started.
 struct pipeline_stats {
@@ -15,18 +27,23 @@ struct pipeline_stats {
   std::uint64_t batches_consumed = 0;         ///< batches consumers took
   std::uint64_t epochs = 0;                   ///< passes over the source begun after the first
   std::chrono::nanoseconds consumer_wait{0};  ///< consumers waiting for a batch (starvation)
-  std::chrono::nanoseconds producer_wait{
-      0};                                  ///< producers suspended for a free slot (backpressure)
+  /// producers suspended for a free slot (backpressure)
+  std::chrono::nanoseconds producer_wait{0};
   std::uint64_t producer_suspensions = 0;  ///< times a producer was suspended for a slot
   std::size_t queued_batches = 0;          ///< full batches waiting for their consumer now
   std::size_t free_slots = 0;              ///< slots free for producers now
   std::size_t waiting_producers = 0;       ///< producers suspended for a free slot now
+  std::vector<consumer_stats> consumers;   ///< per consumer, by index
+  /// A consumer that holds the others back now: a consumer is waiting in a pull while every
+  /// running producer waits for a free slot of this one (it stopped pulling, or holds its leases).
+  std::optional<std::size_t> held_back_by;
 };
 
 }  // namespace crema
 
 /// One line: `produced 120 batches (7680 records), consumed 118, epochs 1, queued 2, free 6,
-/// waiting producers 0, consumer wait 1.2 ms, producer wait 40.1 ms (55 suspensions)`.
+/// waiting producers 0, consumer wait 1.2 ms, producer wait 40.1 ms (55 suspensions)`, then
+/// `, held back by consumer 1` when one is.
 template <>
 struct fmt::formatter<crema::pipeline_stats> {
   constexpr auto parse(format_parse_context& context) { return context.begin(); }
@@ -35,7 +52,7 @@ struct fmt::formatter<crema::pipeline_stats> {
     const auto milliseconds = [](std::chrono::nanoseconds time) {
       return std::chrono::duration<double, std::milli>(time).count();
     };
-    return fmt::format_to(
+    auto out = fmt::format_to(
         context.out(),
         "produced {} batches ({} records), consumed {}, epochs {}, queued {}, "
         "free {}, waiting producers {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
@@ -44,5 +61,7 @@ struct fmt::formatter<crema::pipeline_stats> {
         stats.queued_batches, stats.free_slots, stats.waiting_producers,
         milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
         stats.producer_suspensions);
+    if (stats.held_back_by) out = fmt::format_to(out, ", held back by consumer {}", *stats.held_back_by);
+    return out;
   }
 };

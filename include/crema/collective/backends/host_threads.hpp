@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/start_threads.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace crema {
@@ -22,26 +24,30 @@ namespace crema {
 /// Every buffer is then read once and written once, which is the least any allreduce can do, and
 /// the sums are the tree's, bit for bit.
 ///
-/// `parallel` is called by one thread at a time (the reducer serializes its collectives); it
-/// blocks until every part has run. The team is made once, at construction.
+/// One backend may serve several reducers used from several threads: `parallel` is thread-safe
+/// and runs one job at a time (a second caller blocks until the first job is done), so jobs
+/// never mix. It blocks until every part of its job has run. The team is made once, at
+/// construction.
 class host_threads {
  public:
   /// @param threads how many threads share the work, the caller's included; 0 picks
   ///                `std::thread::hardware_concurrency()`
+  /// @throws crema::thread_error naming how many threads were asked for and made, if the system
+  ///         refuses one (the ones made are stopped and joined first)
   explicit host_threads(std::size_t threads = 0)
       : size_(threads != 0 ? threads : std::max(1U, std::thread::hardware_concurrency())) {
-    for (std::size_t i = 1; i < size_; ++i) {
-      team_.emplace_back([this, i](std::stop_token stop) { serve(i, stop); });
-    }
+    detail::start_threads(
+        "host_threads", size_ - 1, team_,
+        [this] {
+          const std::size_t part = team_.size() + 1;  // part 0 is the caller's
+          return std::jthread([this, part](std::stop_token stop) { serve(part, stop); });
+        },
+        [this] { stop_team(); }, 1);
   }
   host_threads(const host_threads&) = delete;
   host_threads& operator=(const host_threads&) = delete;
   ~host_threads() {
-    {
-      std::scoped_lock lock(mutex_);
-      for (auto& thread : team_) thread.request_stop();
-    }
-    wake_.notify_all();
+    stop_team();
     team_.clear();  // joins
   }
 
@@ -49,9 +55,17 @@ class host_threads {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
   /// @brief Runs `work(part)` for every part in [0, size()) on the team and the caller; returns
-  /// when all have run.
+  /// when all have run. Thread-safe: jobs from several threads run one after the other.
+  /// @throws crema::collective_error if called from inside a part of this backend's own job
+  ///         (it would wait for itself)
   /// @throws the first exception a part threw
   void parallel(const std::function<void(std::size_t)>& work) {
+    if (current_backend() == this) {
+      detail::fail<collective_error>(
+          "host_threads: parallel called from inside one of its own parts; it would wait for "
+          "itself");
+    }
+    std::scoped_lock job(job_mutex_);
     {
       std::scoped_lock lock(mutex_);
       work_ = &work;
@@ -68,6 +82,20 @@ class host_threads {
   }
 
  private:
+  // The backend whose part the calling thread is running, to refuse nested jobs.
+  static const host_threads*& current_backend() noexcept {
+    thread_local const host_threads* backend = nullptr;
+    return backend;
+  }
+
+  void stop_team() {
+    {
+      std::scoped_lock lock(mutex_);
+      for (auto& thread : team_) thread.request_stop();
+    }
+    wake_.notify_all();
+  }
+
   void serve(std::size_t part, const std::stop_token& stop) {
     std::size_t seen = 0;
     for (;;) {
@@ -84,15 +112,18 @@ class host_threads {
   }
 
   void run_part(std::size_t part) {
+    const host_threads* outer = std::exchange(current_backend(), this);
     try {
       (*work_)(part);
     } catch (...) {
       std::scoped_lock lock(mutex_);
       if (!failure_) failure_ = std::current_exception();
     }
+    current_backend() = outer;
   }
 
   std::size_t size_;
+  std::mutex job_mutex_;  // one job at a time
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;

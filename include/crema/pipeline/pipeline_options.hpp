@@ -1,0 +1,66 @@
+#pragma once
+
+#include <crema/pipeline/source_registry.hpp>
+
+#include <chrono>
+#include <cstddef>
+
+namespace crema {
+
+/// @brief What a pipeline does at the end of the source.
+enum class pipeline_mode {
+  repeat,       ///< training: rewind and go on, forever
+  single_pass,  ///< evaluation: every record once across all consumers, then each range ends
+};
+
+/// @brief How a pipeline is built. Every count must be at least 1, and the slots they add up to
+/// must fit in this machine's memory.
+struct pipeline_options {
+  std::size_t batch_size = 1;  ///< records per batch (1 moves single records, as Caffe's reader)
+  std::size_t prefetch = 4;    ///< preallocated batch slots per consumer
+  std::size_t producers = 1;   ///< producer coroutines (each with its own copy of the transform)
+  std::size_t threads = 1;     ///< threads the producers run on (may be fewer than producers)
+  std::size_t consumers = 1;   ///< consumers, one per device or solver; batches are dealt in turn
+  pipeline_mode mode = pipeline_mode::repeat;
+  bool ordered = false;  ///< each consumer sees its batches in source order, whatever the producers
+  source_registry* registry = nullptr;  ///< share one reader with pipelines of the same source key
+  /// How long a blocking `pull()` waits while another consumer holds it back (every producer
+  /// waits for that consumer's slots) before it throws a `pipeline_error` naming that consumer.
+  /// `std::chrono::milliseconds::max()` waits for ever.
+  std::chrono::milliseconds stall_timeout{std::chrono::seconds(60)};
+};
+
+/// @brief How a pull with a deadline ended.
+enum class pull_status {
+  ready,    ///< a batch was delivered
+  end,      ///< a single pass is over for this consumer
+  stopped,  ///< the pipeline was stopped (or destroyed)
+  timeout,  ///< the deadline passed first (`pipeline_stats::held_back_by` may say why)
+};
+
+/// @return the status's name, for messages
+[[nodiscard]] constexpr const char* to_string(pull_status status) noexcept {
+  switch (status) {
+    case pull_status::ready:
+      return "ready";
+    case pull_status::end:
+      return "end";
+    case pull_status::stopped:
+      return "stopped";
+    case pull_status::timeout:
+      return "timeout";
+  }
+  return "?";
+}
+
+/// @brief What `pull_for` and `pull_until` return: how the pull ended, and the batch if one came.
+template <class Lease>
+struct pull_result {
+  pull_status status = pull_status::timeout;
+  Lease batch;  ///< holds a batch exactly when `status` is `ready`
+
+  /// @return whether a batch was delivered
+  explicit operator bool() const noexcept { return status == pull_status::ready; }
+};
+
+}  // namespace crema
