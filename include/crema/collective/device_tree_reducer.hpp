@@ -219,8 +219,22 @@ class device_tree_reducer {
   /// @brief Sums elements [begin, end) into participant `root`'s buffer on the calling thread
   /// alone, with `scratch` of `scratch_size()` elements; for hooks that reduce one bucket while
   /// the other participants go on.
+  /// @throws crema::collective_error if `root` is not a participant, the range is not within
+  ///         the buffers, or `scratch` is smaller than `scratch_size()`
   void reduce_range_here(std::size_t root, std::size_t begin, std::size_t end, reduction op,
                          std::span<T> scratch) const {
+    check_participant("reduce_range_here", root);
+    if (begin > end || end > size()) {
+      detail::fail<collective_error>(
+          "device_tree_reducer::reduce_range_here: elements [{}, {}) are not within the {} of "
+          "each buffer",
+          begin, end, size());
+    }
+    if (scratch.size() < scratch_size()) {
+      detail::fail<collective_error>(
+          "device_tree_reducer::reduce_range_here: scratch of {} elements, {} needed",
+          scratch.size(), scratch_size());
+    }
     const scale_type scale = scale_for(op);
     sum_.run(buffers_, begin, end, scratch,
              [&](std::size_t offset, const T* values, std::size_t count) {

@@ -4,6 +4,7 @@
 #include <crema/collective/device_tree_reducer.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/core/detail/checked.hpp>
+#include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ struct p2p_sync_options {
   /// one bucket. `buckets_of(size, bytes)` cuts by byte size.
   std::vector<std::size_t> bucket_sizes = {};
   /// How long a hook waits for the others before it gives up with a `collective_error` naming
-  /// who it waited for.
+  /// who it waited for; positive, and `milliseconds::max()` waits for ever.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };
 
@@ -77,6 +78,11 @@ class p2p_sync {
         tree_(std::move(tree)),
         options_(std::move(options)),
         participants_(tree_.size()) {
+    if (options_.timeout <= std::chrono::milliseconds::zero()) {
+      detail::fail<collective_error>(
+          "p2p_sync: timeout must be positive (milliseconds::max() waits for ever), got {} ms",
+          options_.timeout.count());
+    }
     if (options_.bucket_sizes.empty()) options_.bucket_sizes.push_back(gradients_.size());
     std::size_t covered = 0;
     bucket_begin_.push_back(0);
@@ -238,8 +244,8 @@ class p2p_sync {
 
   template <class Ready, class Describe>
   void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Describe describe) {
-    const bool done =
-        changed_.wait_for(lock, options_.timeout, [&] { return aborted_.has_value() || ready(); });
+    const bool done = changed_.wait_until(lock, detail::deadline_after(options_.timeout),
+                                          [&] { return aborted_.has_value() || ready(); });
     raise_if_aborted();
     if (!done) {
       detail::fail<collective_error>("p2p_sync: timed out after {} ms: {}",

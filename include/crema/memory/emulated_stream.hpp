@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/error.hpp>
 #include <crema/memory/resource.hpp>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -85,8 +87,15 @@ class emulated_stream {
   static constexpr run_inline_t run_inline{};
 
   /// @brief A stream whose work runs on a worker thread of its own.
+  /// @throws crema::thread_error if the worker thread cannot be started
   emulated_stream() : state_(std::make_shared<detail::emulated_stream_state>()) {
-    worker_ = std::jthread([state = state_] { run(*state); });
+    try {
+      worker_ = std::jthread([state = state_] { run(*state); });
+    } catch (const std::system_error& e) {
+      detail::fail_with_code<thread_error>(e.code().value(),
+                                           "emulated_stream: cannot start its worker thread: {}",
+                                           e.code().message());
+    }
   }
   /// @brief A stream whose work runs in the caller of `launch`, before `launch` returns.
   explicit emulated_stream(run_inline_t)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/detail/checked.hpp>
+#include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/batch_slot.hpp>
@@ -101,10 +102,12 @@ concept source_with_record_keys = requires(const Source& source,
 /// Consumers pull on their own threads: `for (auto batch : pipe.consumer(i)) use(*batch);`; the
 /// lease returns the slot when it dies. In `single_pass` mode each consumer's range ends once
 /// every record has been delivered exactly once across all consumers. An exception from the
-/// source or a transform stops the pipeline and reaches every consumer's next pull as a
+/// source or a transform stops the pipeline and reaches every consumer as a
 /// `crema::pipeline_error` naming the record (its position in the pass, the pass, and the
-/// source's key for it where the source has keys), with the original nested; batches still
-/// queued then are not delivered. `stop()` (and the destructor) return promptly from any state;
+/// source's key for it where the source has keys), with the original nested. The consumer first
+/// gets the batches finished before the failure, the records before the failing one among them
+/// (as a short batch), so with one producer no record read before the failure is lost; batches
+/// other producers were still transforming are dropped. `stop()` (and the destructor) return promptly from any state;
 /// a consumer blocked in a pull when the pipeline is destroyed gets an empty lease.
 ///
 /// `stats()` and `stop()` are thread-safe. Each consumer index is used by one thread at a time.
@@ -190,7 +193,7 @@ class double_buffered_pipeline {
     /// @brief The next batch, waiting for it for `timeout` at most; as `pull_until`.
     template <class Rep, class Period>
     [[nodiscard]] pull_result_type pull_for(std::chrono::duration<Rep, Period> timeout) {
-      return pull_until(deadline_after(timeout));
+      return pull_until(detail::deadline_after(timeout));
     }
 
     class iterator {
@@ -285,17 +288,6 @@ class double_buffered_pipeline {
   }
 
  private:
-  // Now plus `timeout`, saturating at the end of time (for "wait for ever" durations).
-  template <class Rep, class Period>
-  static clock::time_point deadline_after(std::chrono::duration<Rep, Period> timeout) {
-    const auto now = clock::now();
-    const auto left = clock::time_point::max() - now;
-    if (timeout >= std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(left)) {
-      return clock::time_point::max();
-    }
-    return now + std::chrono::ceil<clock::duration>(timeout);
-  }
-
   enum class wait_kind {
     none,            // try_pull: take what is there
     until_deadline,  // pull_until: wait, then report a timeout
@@ -328,6 +320,12 @@ class double_buffered_pipeline {
       check("producers", chosen.producers);
       check("threads", chosen.threads);
       check("consumers", chosen.consumers);
+      if (chosen.stall_timeout <= std::chrono::milliseconds::zero()) {
+        detail::fail<config_error>(
+            "pipeline: stall_timeout must be positive (milliseconds::max() waits for ever), got "
+            "{} ms",
+            chosen.stall_timeout.count());
+      }
       check_memory(chosen);
       return chosen;
     }
@@ -394,6 +392,12 @@ class double_buffered_pipeline {
 
     // -- producers ------------------------------------------------------------------------
 
+    // A failure found while filling a slot, reported once the records before it are handed on.
+    struct failure_note {
+      std::exception_ptr cause;
+      std::string message;
+    };
+
     // Nothing escapes a producer: whatever goes wrong fails the run and reaches the consumers.
     detail::producer_task produce(std::size_t id) {
       try {
@@ -401,7 +405,9 @@ class double_buffered_pipeline {
         try {
           own.emplace(prototype);
         } catch (...) {
-          fail([&] { return fmt::format("pipeline: copying the transform for producer {} failed", id); });
+          fail(std::current_exception(), describe([&] {
+                 return fmt::format("pipeline: copying the transform for producer {} failed", id);
+               }));
         }
         std::size_t turn = id;
         while (own && !stop_source.stop_requested()) {
@@ -416,40 +422,53 @@ class double_buffered_pipeline {
           }
           slot_type* slot = acquired.slot;
           if (slot == nullptr) break;  // stopped
-          if (!fill(*slot, target, transform)) {
+          std::optional<failure_note> failure;
+          const bool handed_on = fill(*slot, target, transform, failure);
+          if (handed_on) {
+            batches_produced.fetch_add(1, std::memory_order_relaxed);
+            records_produced.fetch_add(slot->size, std::memory_order_relaxed);
+            target.push(slot);
+          } else {
             target.free_slots().release(slot);
+          }
+          if (failure) {
+            fail(failure->cause, std::move(failure->message));
             break;
           }
-          batches_produced.fetch_add(1, std::memory_order_relaxed);
-          records_produced.fetch_add(slot->size, std::memory_order_relaxed);
-          target.push(slot);
+          if (!handed_on) break;  // end of a single pass, or stop
         }
       } catch (...) {
-        fail([&] { return fmt::format("pipeline: producer {} failed", id); });
+        fail(std::current_exception(),
+             describe([&] { return fmt::format("pipeline: producer {} failed", id); }));
       }
       finish_producer();
     }
 
-    // Claims the next records into `slot` and transforms them. Returns false, leaving the slot
-    // to be released, when there is nothing more to do: end of a single pass, stop, or failure.
-    bool fill(slot_type& slot, channel& target, Transform& transform) {
+    // Claims the next records into `slot` and transforms them; returns whether the slot holds a
+    // batch to hand on. It holds none at the end of a single pass or on stop (size 0). On a
+    // failure, `failure` says what failed, and the records before the failing one stay in the
+    // slot as a short batch: no record read before a failure is lost.
+    bool fill(slot_type& slot, channel& target, Transform& transform,
+              std::optional<failure_note>& failure) {
       try {
         claim(slot, target);
       } catch (...) {
         // The origin of the record being read (none if the lock itself failed).
         const detail::record_origin at =
             slot.size < slot.origins.size() ? slot.origins[slot.size] : detail::record_origin{};
-        fail([&] {
-          return fmt::format("pipeline: source {} failed reading record {} (pass {})", body->key,
-                             at.position, at.epoch);
-        });
-        return false;
+        failure = failure_note{std::current_exception(), describe([&] {
+                                 return fmt::format(
+                                     "pipeline: source {} failed reading record {} (pass {})",
+                                     body->key, at.position, at.epoch);
+                               })};
       }
-      if (slot.size == 0) return false;
       std::size_t i = 0;
       try {
         for (; i < slot.size; ++i) {
-          if (stop_source.stop_requested()) return false;  // stop waits for one record, not a batch
+          if (stop_source.stop_requested()) {  // stop waits for one record, not a batch
+            slot.size = 0;
+            return false;
+          }
           if constexpr (in_place_transform<Transform, record_type>) {
             std::invoke(transform, *slot.records[i], slot.items[i]);
           } else {
@@ -459,13 +478,14 @@ class double_buffered_pipeline {
       } catch (...) {
         const detail::record_origin at = slot.origins[i];
         const std::string key = record_key(*slot.records[i]);  // empty if the key fails too
-        fail([&] {
-          return fmt::format("pipeline: transform failed on record {} (pass {}) of {}{}",
-                             at.position, at.epoch, body->key, key);
-        });
-        return false;
+        failure = failure_note{std::current_exception(), describe([&] {
+                                 return fmt::format(
+                                     "pipeline: transform failed on record {} (pass {}) of {}{}",
+                                     at.position, at.epoch, body->key, key);
+                               })};
+        slot.size = i;
       }
-      return true;
+      return slot.size > 0;
     }
 
     // " (key K)" for sources that name their records; empty when the source cannot say, even
@@ -515,9 +535,10 @@ class double_buffered_pipeline {
             detail::fail<pipeline_error>("pipeline: source {} has no records to repeat", body->key);
           }
         }
-        if (slot.size == 0) {
+        if (slot.size == 0) {  // the batch's number is taken with its first record
           slot.epoch = origin.epoch;
           slot.first_position = origin.position;
+          slot.sequence = target.claimed++;
         }
         if constexpr (Source::records_are_stable) {
           slot.records[slot.size] = record;
@@ -527,7 +548,6 @@ class double_buffered_pipeline {
         }
         ++slot.size;
       }
-      if (slot.size > 0) slot.sequence = target.claimed++;
     }
 
     // The last producer out closes a finished single pass: each consumer learns its total.
@@ -541,30 +561,32 @@ class double_buffered_pipeline {
             target->push(&target->end_marker);
           }
         } catch (...) {
-          fail([] { return std::string("pipeline: ending the pass failed"); });
+          fail(std::current_exception(),
+               describe([] { return std::string("pipeline: ending the pass failed"); }));
         }
       }
       done.notify_all();  // under the lock: the pipeline may be destroyed once it is released
     }
 
-    // Called in a catch block: keeps the first error, a pipeline_error whose message `describe()`
-    // makes, with the exception being handled nested in it, and stops. Never throws: should
-    // describing fail as well, the message says less but the error still goes out.
-    template <class Describe>
-    void fail(Describe&& describe) noexcept {
-      record_failure(std::current_exception(), std::forward<Describe>(describe));
-      signal_stop();
+    // The message `make()` builds, or a plainer one should building it fail: describing an
+    // error must never raise another.
+    template <class Make>
+    static std::string describe(Make&& make) noexcept {
+      try {
+        return make();
+      } catch (...) {
+      }
+      try {
+        return "pipeline: a producer failed";
+      } catch (...) {
+        return {};
+      }
     }
-    template <class Describe>
-    void record_failure(std::exception_ptr cause, Describe&& describe) noexcept {
+
+    // Keeps the first error, a pipeline_error with `message` and `cause` nested in it, and stops.
+    void fail(std::exception_ptr cause, std::string message) noexcept {
       std::exception_ptr wrapped;
       try {
-        std::string message;
-        try {
-          message = describe();
-        } catch (...) {
-          message = "pipeline: a producer failed";
-        }
         try {
           std::rethrow_exception(cause);
         } catch (...) {
@@ -573,9 +595,12 @@ class double_buffered_pipeline {
       } catch (...) {
         wrapped = std::current_exception();  // the pipeline_error, or what stopped its making
       }
-      std::scoped_lock lock(error_mutex);
-      if (!error) error = wrapped;
-      failed.store(true, std::memory_order_release);
+      {
+        std::scoped_lock lock(error_mutex);
+        if (!error) error = wrapped;
+        failed.store(true, std::memory_order_release);
+      }
+      signal_stop();
     }
 
     void signal_stop() noexcept {
@@ -596,8 +621,10 @@ class double_buffered_pipeline {
       const std::shared_ptr<channel>& source_channel = channels[index];
       channel& target = *source_channel;
       for (;;) {
-        rethrow_error();
-        if (stop_source.stop_requested()) return {pull_status::stopped, {}};
+        // After a failure, the batches finished before it are still delivered (in order, where
+        // the pipeline is ordered); the error comes once nothing more can be.
+        const bool failing = failed.load(std::memory_order_acquire);
+        if (!failing && stop_source.stop_requested()) return {pull_status::stopped, {}};
         if (options.ordered) {
           slot_type*& waiting = target.reorder[target.next_sequence % options.prefetch];
           if (waiting != nullptr && waiting->sequence == target.next_sequence) {
@@ -607,7 +634,9 @@ class double_buffered_pipeline {
         if (target.total && target.delivered == *target.total) return {pull_status::end, {}};
 
         slot_type* slot = nullptr;
-        if (kind == wait_kind::none) {
+        if (failing) {
+          if (!target.try_pop(slot)) rethrow_error();
+        } else if (kind == wait_kind::none) {
           if (!target.try_pop(slot)) return {pull_status::timeout, {}};
         } else {
           if (target.outstanding.load(std::memory_order_relaxed) == options.prefetch) {
@@ -654,7 +683,7 @@ class double_buffered_pipeline {
                                  options.stall_timeout != std::chrono::milliseconds::max();
       for (;;) {
         clock::time_point until = deadline;
-        if (checks_stalls) until = std::min(deadline, deadline_after(options.stall_timeout));
+        if (checks_stalls) until = std::min(deadline, detail::deadline_after(options.stall_timeout));
         if (target.pop_until(slot, until)) return true;
         if (!checks_stalls) return false;
         if (const auto holder = holder_of(index)) {
@@ -706,8 +735,7 @@ class double_buffered_pipeline {
       return {pull_status::ready, lease_type(target, slot)};
     }
 
-    void rethrow_error() {
-      if (!failed.load(std::memory_order_acquire)) return;
+    [[noreturn]] void rethrow_error() {
       std::scoped_lock lock(error_mutex);
       std::rethrow_exception(error);
     }

@@ -45,9 +45,10 @@ class batch {
 ///
 /// Move-only. A lease keeps its slot's memory alive, so it may even outlive its pipeline
 /// (releasing into a stopped pipeline is harmless). Destroying it is thread-safe and never
-/// blocks. It allocates only the first time a given thread releases a slot of a pipeline (the
-/// lock-free queues give each thread that enqueues a small block of its own), never again on
-/// that thread: release on the consumer's threads, not on a fresh thread per batch.
+/// blocks. A thread's release allocates at most twice in the pipeline's life: the first time
+/// it returns a slot to the free pool, and the first time it wakes a waiting producer (each
+/// lock-free queue gives a thread that enqueues a small block of its own); never afterwards.
+/// So release on the consumer's own threads, not on a fresh thread per batch.
 template <class Channel>
 class lease {
  public:

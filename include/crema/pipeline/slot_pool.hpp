@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/checked.hpp>
 #include <crema/core/detail/concurrentqueue.hpp>
 #include <crema/core/error.hpp>
 
@@ -55,9 +56,10 @@ class slot_pool {
   /// @param count    how many slots to make
   /// @param make     called `count` times; returns a `Slot` (it is moved into the pool)
   /// @param executor where waiting coroutines are resumed; must outlive the pool
+  /// @throws crema::config_error if `count` slots could not fit in this machine's memory
   template <class Factory>
   slot_pool(std::size_t count, Factory&& make, Executor& executor)
-      : executor_(&executor), available_(static_cast<std::int64_t>(count)), capacity_(count) {
+      : executor_(&executor), available_(checked_count(count)), capacity_(count) {
     for (std::size_t i = 0; i < count; ++i) {
       slots_.push_back(make());
       free_.enqueue(&slots_.back());
@@ -106,6 +108,17 @@ class slot_pool {
 
  private:
   static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
+
+  // The counter is signed and `stop()` adds to it; a count past memory is a mistake anyway.
+  static std::int64_t checked_count(std::size_t count) {
+    const auto bytes = detail::checked_mul(count, sizeof(Slot) + sizeof(Slot*));
+    const auto memory = detail::physical_memory_bytes();
+    if (!bytes || count >= static_cast<std::size_t>(stop_permits) || (memory && *bytes > *memory)) {
+      detail::fail<config_error>("slot_pool: {} slots of {} bytes do not fit in memory", count,
+                                 sizeof(Slot));
+    }
+    return static_cast<std::int64_t>(count);
+  }
 
   struct waiter {
     std::coroutine_handle<> coroutine;

@@ -25,7 +25,8 @@ using record_position = std::uint64_t;
 /// - `rewind()` starts the next pass.
 /// - `shard(rank, world)` keeps every record whose index in the pass is `rank` modulo `world`, so
 ///   `world` readers see disjoint parts whose union is the source; it rewinds.
-/// - `position()` / `seek(position)` save and restore where the pass stands, to resume.
+/// - `position()` / `seek(position)` save and restore where the pass stands, to resume; a
+///   position past the end of the pass is a `crema::config_error`, never a wrapped index.
 /// - `key()` names the data (name + ":" + location) for sharing a reader through a
 ///   `source_registry`.
 /// Sources are used by one thread at a time; the pipeline serializes its producers' pulls.
@@ -81,7 +82,15 @@ class vector_source {
     next_ = 0;
   }
   [[nodiscard]] record_position position() const noexcept { return next_; }
-  void seek(record_position position) noexcept { next_ = position; }
+  /// @throws crema::config_error if `position` is past the end of this shard's pass
+  void seek(record_position position) {
+    if (position > size()) {
+      detail::fail<config_error>(
+          "vector_source: position {} is past the end of {} (shard {} of {} holds {} records)",
+          position, key(), rank_, world_, size());
+    }
+    next_ = position;
+  }
   [[nodiscard]] std::string key() const { return "vector:" + name_; }
 
   /// @return the number of records this shard yields in one pass
@@ -145,10 +154,16 @@ class generator_source {
     rewind();
   }
   [[nodiscard]] record_position position() const noexcept { return started_ ? position_ : 0; }
+  /// @throws crema::config_error if the pass ends before `position`
   void seek(record_position position) {
     rewind();
     start();
-    while (position_ < position && next() != nullptr) {
+    while (position_ < position) {
+      if (next() == nullptr) {
+        detail::fail<config_error>(
+            "generator_source: position {} is past the end of {} (the pass has {} records)",
+            position, key(), position_);
+      }
     }
   }
   [[nodiscard]] std::string key() const { return "generator:" + name_; }
