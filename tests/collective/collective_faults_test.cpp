@@ -55,8 +55,7 @@ TEST_SUITE("collective faults") {
         reducer.allreduce();
         for (std::size_t p = 0; p < participants; ++p) {
           for (std::size_t i = 0; i < size; ++i) {
-            const float expected =
-                3 * base + static_cast<float>(3 * (round % 7) + 3 + 3 * (i % 5));
+            const float expected = 3 * base + static_cast<float>(3 * (round % 7) + 3 + 3 * (i % 5));
             if (buffers[p][i] != expected) {
               ++wrong;
               break;
@@ -97,8 +96,7 @@ TEST_SUITE("collective faults") {
 
   TEST_CASE("a block larger than the buffers is the whole buffer, with the same sums") {
     crema::test::watchdog guard(20s, "huge block");
-    const auto tree =
-        crema::tree_topology::build(first_ids(4), [](int, int) { return true; });
+    const auto tree = crema::tree_topology::build(first_ids(4), [](int, int) { return true; });
     const auto inputs = crema::test::make_inputs(4, 1001, 7);
     for (const std::size_t block :
          {std::size_t{1} << 40, std::size_t{1} << 63, std::numeric_limits<std::size_t>::max()}) {
@@ -156,8 +154,9 @@ TEST_SUITE("collective faults") {
     CHECK(adjacent.size() == 100);
   }
 
-  TEST_CASE("a host_threads team that cannot all be started throws thread_error naming the "
-            "counts") {
+  TEST_CASE(
+      "a host_threads team that cannot all be started throws thread_error naming the "
+      "counts") {
     const auto report = crema::test::run_with_thread_limit(8, 20s, [] {
       crema::test::settle_thread_count();
       const std::size_t before = crema::test::thread_count();
@@ -184,8 +183,9 @@ TEST_SUITE("collective faults") {
     CHECK(report.text.substr(report.text.size() - 7) == "|joined");
   }
 
-  TEST_CASE("a hook timeout of milliseconds::max() waits for ever, and a timeout of zero is "
-            "refused") {
+  TEST_CASE(
+      "a hook timeout of milliseconds::max() waits for ever, and a timeout of zero is "
+      "refused") {
     crema::test::watchdog guard(20s, "p2p_sync timeouts");
     const auto tree = crema::tree_topology::flat(first_ids(2));
     std::vector<std::vector<float>> parameters(2, std::vector<float>(4, 1.0f));

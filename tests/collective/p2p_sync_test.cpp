@@ -123,12 +123,12 @@ TEST_SUITE("p2p_sync") {
 
   TEST_CASE("bucketed and unbucketed hooks give the collective's bits for 1 to 16 participants") {
     for (std::size_t participants = 1; participants <= 16; participants += 5) {
-      for (const std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1009},
-                                     (std::size_t{1} << 20) + 3}) {
+      for (const std::size_t size :
+           {std::size_t{0}, std::size_t{1}, std::size_t{1009}, (std::size_t{1} << 20) + 3}) {
         CAPTURE(participants);
         CAPTURE(size);
-        const auto tree = crema::tree_topology::build(first_ids(participants),
-                                                      [](int, int) { return true; });
+        const auto tree =
+            crema::tree_topology::build(first_ids(participants), [](int, int) { return true; });
         const auto inputs = crema::test::make_inputs(participants, size, 13);
         auto expected = inputs;
         crema::device_tree_reducer<float>(tree, crema::test::spans_of(expected), {}, 1000)

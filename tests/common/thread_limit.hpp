@@ -26,7 +26,7 @@ struct child_report {
   bool skipped = false;  ///< the child could not set the limit (not root): `text` says why
   bool hung = false;     ///< the child was killed by its alarm
   int exit_code = -1;
-  std::string text;      ///< what the body returned (or the exception it let out)
+  std::string text;  ///< what the body returned (or the exception it let out)
 };
 
 /// Runs `body()` (which returns a `std::string`) in a child whose user may run at most `threads`
@@ -112,6 +112,8 @@ inline std::size_t thread_count() {
 
 /// Starts and joins one thread, so that helpers a runtime starts with the first thread (TSan's)
 /// exist before a test counts threads.
-inline void settle_thread_count() { std::thread([] {}).join(); }
+inline void settle_thread_count() {
+  std::thread([] {}).join();
+}
 
 }  // namespace crema::test

@@ -14,8 +14,9 @@
 using namespace std::chrono_literals;
 
 TEST_SUITE("thread_pool faults") {
-  TEST_CASE("a pool whose threads cannot all be started throws thread_error naming the counts, "
-            "after joining the ones it made") {
+  TEST_CASE(
+      "a pool whose threads cannot all be started throws thread_error naming the counts, "
+      "after joining the ones it made") {
     const auto report = crema::test::run_with_thread_limit(8, 20s, [] {
       crema::test::settle_thread_count();
       const std::size_t before = crema::test::thread_count();
@@ -46,10 +47,10 @@ TEST_SUITE("thread_pool faults") {
   }
 
   TEST_CASE("a pool of more threads than can be counted is a thread_error, not bad_alloc") {
-    CHECK_THROWS_WITH_AS(crema::thread_pool(std::size_t{1} << 62),
-                         doctest::Contains(fmt::format("thread_pool: {} threads asked for, 0 made",
-                                                       std::size_t{1} << 62)
-                                               .c_str()),
-                         crema::thread_error);
+    CHECK_THROWS_WITH_AS(
+        crema::thread_pool(std::size_t{1} << 62),
+        doctest::Contains(
+            fmt::format("thread_pool: {} threads asked for, 0 made", std::size_t{1} << 62).c_str()),
+        crema::thread_error);
   }
 }

@@ -10,8 +10,9 @@
 #include <vector>
 
 TEST_SUITE("synced_buffer faults") {
-  TEST_CASE("a failed asynchronous upload is reported once, then the buffer works from the host "
-            "copy it kept") {
+  TEST_CASE(
+      "a failed asynchronous upload is reported once, then the buffer works from the host "
+      "copy it kept") {
     crema::emulated_device device;
     crema::synced_buffer<int> buffer(64, crema::host_malloc_resource{},
                                      crema::emulated_device_resource{device});

@@ -322,7 +322,8 @@ TEST_SUITE("double_buffered_pipeline errors") {
         }
         FAIL("expected a pipeline_error");
       } catch (const crema::pipeline_error& e) {
-        CHECK(std::string(e.what()) == "pipeline: transform failed on record 17 (pass 0) of vector:numbers");
+        CHECK(std::string(e.what()) ==
+              "pipeline: transform failed on record 17 (pass 0) of vector:numbers");
         try {
           std::rethrow_if_nested(e);
           FAIL("the original exception was not nested");
@@ -350,7 +351,8 @@ TEST_SUITE("double_buffered_pipeline errors") {
       }
       FAIL("expected a pipeline_error");
     } catch (const crema::pipeline_error& e) {
-      CHECK(std::string(e.what()) == "pipeline: source generator:broken failed reading record 5 (pass 0)");
+      CHECK(std::string(e.what()) ==
+            "pipeline: source generator:broken failed reading record 5 (pass 0)");
     }
     CHECK(seen == first_numbers(5));  // every record read before the failure arrives first
   }
@@ -376,7 +378,8 @@ TEST_SUITE("double_buffered_pipeline errors") {
       (void)pipe.consumer(0).pull();
       FAIL("expected a pipeline_error");
     } catch (const crema::pipeline_error& e) {
-      CHECK(std::string(e.what()) == "pipeline: source vector:empty failed reading record 0 (pass 1)");
+      CHECK(std::string(e.what()) ==
+            "pipeline: source vector:empty failed reading record 0 (pass 1)");
       CHECK_THROWS_WITH_AS(std::rethrow_if_nested(e),
                            "pipeline: source vector:empty has no records to repeat",
                            crema::pipeline_error);

@@ -46,9 +46,10 @@ TEST_SUITE("lease allocation") {
     crema::test::watchdog guard(60s, "lease allocation");
     const auto identity = [](const int& record) { return record; };
     std::vector<int> records(1000);
-    crema::double_buffered_pipeline pipe{crema::vector_source<int>(records), identity,
-                                         {.batch_size = 8, .prefetch = 2, .producers = 2,
-                                          .threads = 2}};
+    crema::double_buffered_pipeline pipe{
+        crema::vector_source<int>(records),
+        identity,
+        {.batch_size = 8, .prefetch = 2, .producers = 2, .threads = 2}};
     using lease_type = decltype(pipe.consumer(0).pull());
 
     // A releasing thread that takes leases one at a time and counts what resetting them costs:

@@ -100,8 +100,9 @@ std::string nested_message(const std::exception& e) {
 }  // namespace
 
 TEST_SUITE("pipeline faults: lifetime") {
-  TEST_CASE("a consumer blocked in pull while the pipeline is destroyed gets an empty lease, "
-            "even when it runs late") {
+  TEST_CASE(
+      "a consumer blocked in pull while the pipeline is destroyed gets an empty lease, "
+      "even when it runs late") {
     watchdog guard(60s, "destroy with a late consumer");
     crema::test::thread_pauser pauser;
     const auto slow = [](const int& record) {
@@ -110,8 +111,8 @@ TEST_SUITE("pipeline faults: lifetime") {
     };
     for (int round = 0; round < 20; ++round) {
       CAPTURE(round);
-      using pipeline_type = crema::double_buffered_pipeline<crema::vector_source<int>,
-                                                            decltype(slow)>;
+      using pipeline_type =
+          crema::double_buffered_pipeline<crema::vector_source<int>, decltype(slow)>;
       auto pipe = std::make_unique<pipeline_type>(numbers(5000), slow,
                                                   crema::pipeline_options{.batch_size = 1000});
       std::atomic<bool> pulling{false};
@@ -148,8 +149,9 @@ TEST_SUITE("pipeline faults: lifetime") {
 }
 
 TEST_SUITE("pipeline faults: errors") {
-  TEST_CASE("a transform failure whose record key cannot be read still reaches the consumer as a "
-            "pipeline_error") {
+  TEST_CASE(
+      "a transform failure whose record key cannot be read still reaches the consumer as a "
+      "pipeline_error") {
     watchdog guard(20s, "error while reporting an error");
     const auto breaks_on_3 = [](const int& record) {
       if (record == 3) throw std::invalid_argument("bad pixel");
@@ -161,8 +163,9 @@ TEST_SUITE("pipeline faults: errors") {
       for (auto batch : pipe.consumer(0)) (void)batch;
       FAIL("expected a pipeline_error");
     } catch (const crema::pipeline_error& e) {
-      CHECK(std::string(e.what()) == "pipeline: transform failed on record 3 (pass 0) of "
-                                     "vector:hooked");
+      CHECK(std::string(e.what()) ==
+            "pipeline: transform failed on record 3 (pass 0) of "
+            "vector:hooked");
       CHECK(nested_message(e) == "bad pixel");
     }
   }
@@ -182,8 +185,9 @@ TEST_SUITE("pipeline faults: errors") {
         crema::pipeline_error);
   }
 
-  TEST_CASE("a failing generator is named at the record it failed on, and every record before "
-            "it arrives first") {
+  TEST_CASE(
+      "a failing generator is named at the record it failed on, and every record before "
+      "it arrives first") {
     watchdog guard(60s, "exact failure position");
     for (const int fail_at : {500, 1000}) {
       for (const std::size_t batch_size : {1U, 7U, 64U}) {
@@ -246,8 +250,9 @@ TEST_SUITE("pipeline faults: errors") {
 }
 
 TEST_SUITE("pipeline faults: stop") {
-  TEST_CASE("stop called from inside a transform returns at once, and the pipeline is destroyed "
-            "cleanly") {
+  TEST_CASE(
+      "stop called from inside a transform returns at once, and the pipeline is destroyed "
+      "cleanly") {
     watchdog guard(20s, "stop from a transform");
     std::function<void()> stop_hook;
     std::atomic<bool> armed{false};
@@ -305,8 +310,8 @@ TEST_SUITE("pipeline faults: stop") {
         reading = position;
         std::this_thread::sleep_for(record_time);
       });
-      crema::double_buffered_pipeline pipe{std::move(source), identity,
-                                           {.batch_size = 50, .prefetch = 2}};
+      crema::double_buffered_pipeline pipe{
+          std::move(source), identity, {.batch_size = 50, .prefetch = 2}};
       while (reading.load() < stop_at) std::this_thread::sleep_for(1ms);  // mid-batch
       const auto asked = std::chrono::steady_clock::now();
       pipe.stop();
@@ -320,8 +325,9 @@ TEST_SUITE("pipeline faults: stop") {
 }
 
 TEST_SUITE("pipeline faults: consumers held back") {
-  TEST_CASE("a consumer that stops pulling is named in the stats, and a pull with a deadline "
-            "times out") {
+  TEST_CASE(
+      "a consumer that stops pulling is named in the stats, and a pull with a deadline "
+      "times out") {
     watchdog guard(30s, "stalled sibling, stats");
     crema::double_buffered_pipeline pipe{
         numbers(1000),
@@ -379,12 +385,10 @@ TEST_SUITE("pipeline faults: consumers held back") {
 
   TEST_CASE("a consumer holding its only lease is named as the one holding the others back") {
     watchdog guard(30s, "sibling holding its lease");
-    crema::double_buffered_pipeline pipe{numbers(1000),
-                                         identity,
-                                         {.batch_size = 4,
-                                          .prefetch = 1,
-                                          .consumers = 2,
-                                          .stall_timeout = 200ms}};
+    crema::double_buffered_pipeline pipe{
+        numbers(1000),
+        identity,
+        {.batch_size = 4, .prefetch = 1, .consumers = 2, .stall_timeout = 200ms}};
     auto kept = pipe.consumer(1).pull();  // and never let go
     REQUIRE(kept);
     auto first = pipe.consumer(0);
@@ -396,8 +400,9 @@ TEST_SUITE("pipeline faults: consumers held back") {
         doctest::Contains("free slot of consumer 1 (0 queued, 1 leased)"), crema::pipeline_error);
   }
 
-  TEST_CASE("a consumer that starts late holds the others up only until it starts: every record "
-            "arrives once") {
+  TEST_CASE(
+      "a consumer that starts late holds the others up only until it starts: every record "
+      "arrives once") {
     watchdog guard(60s, "late sibling");
     crema::double_buffered_pipeline pipe{numbers(1000),
                                          identity,
@@ -441,19 +446,21 @@ TEST_SUITE("pipeline faults: configuration") {
     crema::double_buffered_pipeline repeating{
         numbers(100, "shared"), identity, {.mode = pipeline_mode::repeat, .registry = &registry}};
     CHECK_THROWS_WITH_AS(
-        (crema::double_buffered_pipeline{numbers(100, "shared"),
-                                         identity,
-                                         {.mode = pipeline_mode::single_pass,
-                                          .registry = &registry}}),
+        (crema::double_buffered_pipeline{
+            numbers(100, "shared"),
+            identity,
+            {.mode = pipeline_mode::single_pass, .registry = &registry}}),
         "pipeline: source vector:shared is read by a repeating pipeline; a single-pass pipeline "
         "cannot share its reader (give it another key or registry)",
         crema::config_error);
     crema::double_buffered_pipeline evaluating{
-        numbers(100, "other"), identity,
+        numbers(100, "other"),
+        identity,
         {.mode = pipeline_mode::single_pass, .registry = &registry}};
     CHECK_THROWS_WITH_AS(
-        (crema::double_buffered_pipeline{
-            numbers(100, "other"), identity, {.mode = pipeline_mode::repeat, .registry = &registry}}),
+        (crema::double_buffered_pipeline{numbers(100, "other"),
+                                         identity,
+                                         {.mode = pipeline_mode::repeat, .registry = &registry}}),
         doctest::Contains("read by a single-pass pipeline; a repeating pipeline cannot share"),
         crema::config_error);
     // The refused pipelines left the readers in use untouched.
@@ -461,14 +468,14 @@ TEST_SUITE("pipeline faults: configuration") {
     CHECK(evaluating.consumer(0).pull());
   }
 
-  TEST_CASE("huge counts are refused before anything is allocated, naming the option and the "
-            "bytes") {
+  TEST_CASE(
+      "huge counts are refused before anything is allocated, naming the option and the "
+      "bytes") {
     watchdog guard(20s, "huge counts");
     const auto make = [](crema::pipeline_options options) {
       crema::double_buffered_pipeline pipe{numbers(10), identity, options};
     };
-    const std::size_t huge[] = {std::size_t{1} << 40, std::size_t{1} << 62,
-                                ~std::size_t{0}};
+    const std::size_t huge[] = {std::size_t{1} << 40, std::size_t{1} << 62, ~std::size_t{0}};
     for (const std::size_t count : huge) {
       CAPTURE(count);
       CHECK_THROWS_WITH_AS(make({.batch_size = count}),
@@ -488,14 +495,15 @@ TEST_SUITE("pipeline faults: configuration") {
     }
   }
 
-  TEST_CASE("a pipeline whose threads cannot all be started throws thread_error naming the "
-            "counts") {
+  TEST_CASE(
+      "a pipeline whose threads cannot all be started throws thread_error naming the "
+      "counts") {
     const auto report = crema::test::run_with_thread_limit(8, 20s, [] {
       crema::test::settle_thread_count();
       const std::size_t before = crema::test::thread_count();
       try {
-        crema::double_buffered_pipeline pipe{numbers(10), identity,
-                                             {.producers = 1000, .threads = 1000}};
+        crema::double_buffered_pipeline pipe{
+            numbers(10), identity, {.producers = 1000, .threads = 1000}};
         return std::string("constructed");
       } catch (const crema::thread_error& e) {
         return fmt::format("{}|{}|{}", e.code(), e.what(),
@@ -535,7 +543,8 @@ TEST_SUITE("pipeline faults: configuration") {
   TEST_CASE("a slot pool of more slots than memory holds is refused") {
     crema::thread_pool pool(1);
     using pool_type = crema::slot_pool<int, crema::thread_pool>;
-    CHECK_THROWS_WITH_AS(pool_type(std::size_t{1} << 62, [] { return 0; }, pool),
+    CHECK_THROWS_WITH_AS(pool_type(
+                             std::size_t{1} << 62, [] { return 0; }, pool),
                          doctest::Contains("slots of 4 bytes do not fit in memory"),
                          crema::config_error);
   }

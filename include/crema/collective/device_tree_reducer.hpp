@@ -94,8 +94,8 @@ void check_buffers(const char* reducer, const Buffers& buffers, std::size_t part
   }
   for (std::size_t i = 1; i < buffers.size(); ++i) {
     if (buffers[i].size() != buffers[0].size()) {
-      fail<collective_error>("{}: participant {} has {} elements, participant 0 has {}", reducer,
-                             i, buffers[i].size(), buffers[0].size());
+      fail<collective_error>("{}: participant {} has {} elements, participant 0 has {}", reducer, i,
+                             buffers[i].size(), buffers[0].size());
     }
   }
   if (buffers.empty() || buffers[0].size() == 0) return;
@@ -260,7 +260,8 @@ class device_tree_reducer {
   // One scratch area per backend thread; refused, not wrapped, when it cannot be counted.
   std::size_t scratch_elements(std::size_t requested) const {
     const auto per_thread = detail::checked_mul(tree_.height(), block_for(requested, size()));
-    const auto total = per_thread ? detail::checked_mul(*per_thread, backend_->size()) : std::nullopt;
+    const auto total =
+        per_thread ? detail::checked_mul(*per_thread, backend_->size()) : std::nullopt;
     if (!total || !detail::checked_mul(*total, sizeof(T))) {
       detail::fail<collective_error>(
           "device_tree_reducer: block_elements {} x tree height {} x {} threads of scratch "

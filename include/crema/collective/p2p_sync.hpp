@@ -90,8 +90,8 @@ class p2p_sync {
       const auto next = detail::checked_add(covered, options_.bucket_sizes[b]);
       if (!next || *next > gradients_.size()) {
         detail::fail<collective_error>(
-            "p2p_sync: bucket_sizes[{}] = {} takes the buckets past the {} gradient elements",
-            b, options_.bucket_sizes[b], gradients_.size());
+            "p2p_sync: bucket_sizes[{}] = {} takes the buckets past the {} gradient elements", b,
+            options_.bucket_sizes[b], gradients_.size());
       }
       covered = *next;
       bucket_begin_.push_back(covered);

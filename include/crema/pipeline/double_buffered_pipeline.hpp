@@ -107,8 +107,9 @@ concept source_with_record_keys = requires(const Source& source,
 /// source's key for it where the source has keys), with the original nested. The consumer first
 /// gets the batches finished before the failure, the records before the failing one among them
 /// (as a short batch), so with one producer no record read before the failure is lost; batches
-/// other producers were still transforming are dropped. `stop()` (and the destructor) return promptly from any state;
-/// a consumer blocked in a pull when the pipeline is destroyed gets an empty lease.
+/// other producers were still transforming are dropped. `stop()` (and the destructor) return
+/// promptly from any state; a consumer blocked in a pull when the pipeline is destroyed gets an
+/// empty lease.
 ///
 /// `stats()` and `stop()` are thread-safe. Each consumer index is used by one thread at a time.
 /// @tparam Source    a `record_source`, owned by the pipeline (or the shared reader)
@@ -333,9 +334,9 @@ class double_buffered_pipeline {
     // Counts that cannot fit are refused before anything is allocated: a slip of a digit would
     // otherwise end in std::bad_alloc, or in the machine swapping while the slots are made.
     static void check_memory(const pipeline_options& chosen) {
-      constexpr std::size_t per_record =
-          sizeof(const record_type*) + sizeof(item_type) + sizeof(detail::record_origin) +
-          (Source::records_are_stable ? 0 : sizeof(record_type));
+      constexpr std::size_t per_record = sizeof(const record_type*) + sizeof(item_type) +
+                                         sizeof(detail::record_origin) +
+                                         (Source::records_are_stable ? 0 : sizeof(record_type));
       // A producer: its transform, its coroutine frame and its counters.
       constexpr std::size_t per_producer = sizeof(Transform) + 1024;
       const auto slots = detail::checked_mul(chosen.consumers, chosen.prefetch);
@@ -683,7 +684,8 @@ class double_buffered_pipeline {
                                  options.stall_timeout != std::chrono::milliseconds::max();
       for (;;) {
         clock::time_point until = deadline;
-        if (checks_stalls) until = std::min(deadline, detail::deadline_after(options.stall_timeout));
+        if (checks_stalls)
+          until = std::min(deadline, detail::deadline_after(options.stall_timeout));
         if (target.pop_until(slot, until)) return true;
         if (!checks_stalls) return false;
         if (const auto holder = holder_of(index)) {
@@ -691,8 +693,7 @@ class double_buffered_pipeline {
               "pipeline: consumer {} waited {} ms for a batch while every producer waits for a "
               "free slot of consumer {} ({} queued, {} leased); the consumers of a pipeline must "
               "pull in turn, or stop it",
-              index, elapsed_ns(asked) / 1'000'000, *holder,
-              channels[*holder]->full_count(),
+              index, elapsed_ns(asked) / 1'000'000, *holder, channels[*holder]->full_count(),
               channels[*holder]->outstanding.load(std::memory_order_relaxed));
         }
       }
@@ -784,7 +785,7 @@ class double_buffered_pipeline {
 
     std::mutex done_mutex;
     std::condition_variable done;
-    std::size_t running = 0;          // producers not finished; under done_mutex
+    std::size_t running = 0;            // producers not finished; under done_mutex
     std::atomic<std::size_t> alive{0};  // the same, readable without the lock
 
     std::mutex error_mutex;

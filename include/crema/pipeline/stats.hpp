@@ -61,7 +61,8 @@ struct fmt::formatter<crema::pipeline_stats> {
         stats.queued_batches, stats.free_slots, stats.waiting_producers,
         milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
         stats.producer_suspensions);
-    if (stats.held_back_by) out = fmt::format_to(out, ", held back by consumer {}", *stats.held_back_by);
+    if (stats.held_back_by)
+      out = fmt::format_to(out, ", held back by consumer {}", *stats.held_back_by);
     return out;
   }
 };

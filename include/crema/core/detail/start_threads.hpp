@@ -40,8 +40,8 @@ void start_threads(const char* who, std::size_t count, std::vector<std::jthread>
   const std::size_t made = threads.size();
   wake_all();
   threads.clear();  // joins the ones that started
-  fail_with_code<thread_error>(code, "{}: {} threads asked for, {} made: {}", who,
-                               count + already, made + already, why);
+  fail_with_code<thread_error>(code, "{}: {} threads asked for, {} made: {}", who, count + already,
+                               made + already, why);
 }
 
 }  // namespace crema::detail
