@@ -157,30 +157,9 @@ TEST_SUITE("collective faults") {
   TEST_CASE(
       "a host_threads team that cannot all be started throws thread_error naming the "
       "counts") {
-    const auto report = crema::test::run_with_thread_limit(8, 20s, [] {
-      crema::test::settle_thread_count();
-      const std::size_t before = crema::test::thread_count();
-      try {
-        crema::host_threads team(1000);
-        return std::string("constructed");
-      } catch (const crema::thread_error& e) {
-        return fmt::format("{}|{}|{}", e.code(), e.what(),
-                           crema::test::thread_count() == before ? "joined" : "leaked");
-      }
-    });
-    if (report.skipped) {
-      std::printf("crema-test-skip: %s\n", report.text.c_str());
-      return;
-    }
-    CHECK_FALSE(report.hung);
-    CHECK(report.exit_code == 0);
-    CAPTURE(report.text);
-    unsigned made = 0;
-    REQUIRE(std::sscanf(report.text.c_str(), "11|host_threads: 1000 threads asked for, %u made",
-                        &made) == 1);
-    CHECK(made > 1);  // the caller and at least one team thread
-    CHECK(made < 1000);
-    CHECK(report.text.substr(report.text.size() - 7) == "|joined");
+    // The caller counts as one of the team's threads: at least it and one more are made.
+    crema::test::check_threads_refused([] { crema::host_threads team(1000); }, "host_threads", 1000,
+                                       2);
   }
 
   TEST_CASE(

@@ -8,6 +8,10 @@
 // enforces per user for processes without CAP_SYS_RESOURCE. It reports through a pipe and is
 // killed by SIGALRM if it hangs, so a hang is a failure, not a stalled test.
 
+#include <crema/core/error.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -114,6 +118,49 @@ inline std::size_t thread_count() {
 /// exist before a test counts threads.
 inline void settle_thread_count() {
   std::thread([] {}).join();
+}
+
+/// Runs `construct()`, which starts `asked` threads, in a child limited to 8, and checks what a
+/// user relies on: a `crema::thread_error` with the system's code, whose message is
+/// "<who>: <asked> threads asked for, <made> made: <reason>" with at least `made_at_least` and
+/// fewer than `asked` made, and no thread of the ones made left running. Prints the skip line
+/// where the limit cannot be set (not root).
+template <class Construct>
+void check_threads_refused(Construct construct, const std::string& who, unsigned asked,
+                           unsigned made_at_least) {
+  using namespace std::chrono_literals;
+  const child_report report = run_with_thread_limit(8, 20s, [&] {
+    settle_thread_count();
+    const std::size_t before = thread_count();
+    try {
+      construct();
+      return std::string("constructed");
+    } catch (const thread_error& e) {
+      return fmt::format("{}|{}|{}", e.code(), thread_count() == before ? "joined" : "leaked",
+                         e.what());
+    }
+  });
+  if (report.skipped) {
+    std::printf("crema-test-skip: %s\n", report.text.c_str());
+    return;
+  }
+  CAPTURE(report.text);
+  CHECK_FALSE(report.hung);
+  CHECK(report.exit_code == 0);
+  int code = 0;
+  char joined[8] = {};
+  unsigned asked_seen = 0;
+  unsigned made = 0;
+  char reason[128] = {};
+  const std::string format = "%d|%7[a-z]|" + who + ": %u threads asked for, %u made: %127[^\n]";
+  REQUIRE(std::sscanf(report.text.c_str(), format.c_str(), &code, joined, &asked_seen, &made,
+                      reason) == 5);
+  CHECK(code == EAGAIN);
+  CHECK(std::string(joined) == "joined");
+  CHECK(asked_seen == asked);
+  CHECK(made >= made_at_least);
+  CHECK(made < asked);
+  CHECK(std::string(reason) == "Resource temporarily unavailable");
 }
 
 }  // namespace crema::test

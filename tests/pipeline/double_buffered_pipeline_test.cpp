@@ -4,6 +4,7 @@
 #include "common/gate.hpp"
 #include "common/watchdog.hpp"
 #include "pipeline/delivery.hpp"
+#include "pipeline/numbers.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -25,18 +26,9 @@ using namespace std::chrono_literals;
 using crema::pipeline_mode;
 using crema::test::watchdog;
 
-// 0, 1, ..., count - 1: what a pass over numbers(count) holds.
-std::vector<int> first_numbers(int count) {
-  std::vector<int> values(static_cast<std::size_t>(count));
-  std::iota(values.begin(), values.end(), 0);
-  return values;
-}
-
-crema::vector_source<int> numbers(int count, std::string name = "numbers") {
-  return crema::vector_source<int>(first_numbers(count), std::move(name));
-}
-
-const auto identity = [](const int& record) { return record; };
+using crema::test::first_numbers;
+using crema::test::identity;
+using crema::test::numbers;
 
 }  // namespace
 

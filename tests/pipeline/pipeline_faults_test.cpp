@@ -9,6 +9,7 @@
 #include "common/thread_limit.hpp"
 #include "common/thread_pauser.hpp"
 #include "common/watchdog.hpp"
+#include "pipeline/numbers.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -32,17 +33,9 @@ using crema::pull_status;
 using crema::record_position;
 using crema::test::watchdog;
 
-std::vector<int> first_numbers(int count) {
-  std::vector<int> values(static_cast<std::size_t>(count));
-  std::iota(values.begin(), values.end(), 0);
-  return values;
-}
-
-crema::vector_source<int> numbers(int count, std::string name = "numbers") {
-  return crema::vector_source<int>(first_numbers(count), std::move(name));
-}
-
-const auto identity = [](const int& record) { return record; };
+using crema::test::first_numbers;
+using crema::test::identity;
+using crema::test::numbers;
 
 // Numbers 0..count-1 with a hook called before each record is read (to slow the source down,
 // or to act from inside it), and keys "k<n>" whose lookup throws for one record.
@@ -95,6 +88,51 @@ std::string nested_message(const std::exception& e) {
     return inner.what();
   }
   return "(nothing nested)";
+}
+
+// What consumer 0 receives until its pipeline fails, and the failure: its message and the
+// message of the exception nested in it (empty if the pipeline ended without failing).
+struct drained_records {
+  std::vector<int> records;
+  std::string error;
+  std::string cause;
+};
+template <class Pipeline>
+drained_records drain_until_failure(Pipeline& pipe) {
+  drained_records drained;
+  try {
+    for (auto batch : pipe.consumer(0)) {
+      for (int value : *batch) drained.records.push_back(value);
+    }
+  } catch (const crema::pipeline_error& e) {
+    drained.error = e.what();
+    drained.cause = nested_message(e);
+  }
+  return drained;
+}
+
+// Runs a pipeline whose producer calls `stop()` on it from inside (a transform or source calls
+// `stop_from_inside()`), drains it, destroys it, and checks that that stop() returned.
+// `run(stop_from_inside, drive)` builds the pipeline and hands it to `drive`.
+template <class Run>
+void check_stop_from_inside(Run run) {
+  std::function<void()> stop_hook;
+  std::atomic<bool> armed{false};
+  std::atomic<bool> stop_returned{false};
+  const auto stop_from_inside = [&] {
+    while (!armed.load(std::memory_order_acquire)) std::this_thread::yield();
+    stop_hook();
+    stop_returned = true;
+  };
+  const auto drive = [&](auto& pipe) {
+    stop_hook = [&pipe] { pipe.stop(); };
+    armed.store(true, std::memory_order_release);
+    auto consumer = pipe.consumer(0);
+    while (consumer.pull()) {
+    }
+  };
+  run(stop_from_inside, drive);  // the destructor waits for the producer that called stop
+  CHECK(stop_returned.load());
 }
 
 }  // namespace
@@ -195,19 +233,12 @@ TEST_SUITE("pipeline faults: errors") {
         CAPTURE(batch_size);
         crema::double_buffered_pipeline pipe{
             failing_at(fail_at), identity, {.batch_size = batch_size, .prefetch = 3}};
-        std::vector<int> seen;
-        try {
-          for (auto batch : pipe.consumer(0)) {
-            for (int value : *batch) seen.push_back(value);
-          }
-          FAIL("expected a pipeline_error");
-        } catch (const crema::pipeline_error& e) {
-          CHECK(std::string(e.what()) ==
-                fmt::format("pipeline: source generator:failing failed reading record {} (pass 0)",
-                            fail_at));
-          CHECK(nested_message(e) == "disk gone");
-        }
-        CHECK(seen == first_numbers(fail_at));  // nothing lost, nothing twice
+        const auto drained = drain_until_failure(pipe);
+        CHECK(drained.error ==
+              fmt::format("pipeline: source generator:failing failed reading record {} (pass 0)",
+                          fail_at));
+        CHECK(drained.cause == "disk gone");
+        CHECK(drained.records == first_numbers(fail_at));  // nothing lost, nothing twice
       }
     }
   }
@@ -232,20 +263,12 @@ TEST_SUITE("pipeline faults: errors") {
       return record;
     };
     crema::double_buffered_pipeline pipe{numbers(10), fails_on_twelfth, {.batch_size = 4}};
-    std::vector<int> seen;
-    try {
-      for (auto batch : pipe.consumer(0)) {
-        for (int value : *batch) seen.push_back(value);
-      }
-      FAIL("expected a pipeline_error");
-    } catch (const crema::pipeline_error& e) {
-      // Batches 0-3, 4-7, then 8, 9, 0, 1: the twelfth record is record 1 of the second pass.
-      CHECK(std::string(e.what()) ==
-            "pipeline: transform failed on record 1 (pass 1) of vector:numbers");
-    }
+    const auto drained = drain_until_failure(pipe);
+    // Batches 0-3, 4-7, then 8, 9, 0, 1: the twelfth record is record 1 of the second pass.
+    CHECK(drained.error == "pipeline: transform failed on record 1 (pass 1) of vector:numbers");
     std::vector<int> expected = first_numbers(10);
     expected.push_back(0);  // the wrapped batch's records before the failing one
-    CHECK(seen == expected);
+    CHECK(drained.records == expected);
   }
 }
 
@@ -254,50 +277,26 @@ TEST_SUITE("pipeline faults: stop") {
       "stop called from inside a transform returns at once, and the pipeline is destroyed "
       "cleanly") {
     watchdog guard(20s, "stop from a transform");
-    std::function<void()> stop_hook;
-    std::atomic<bool> armed{false};
-    std::atomic<bool> stop_returned{false};
-    const auto stops_on_5 = [&](const int& record) {
-      if (record == 5) {
-        while (!armed.load(std::memory_order_acquire)) std::this_thread::yield();
-        stop_hook();
-        stop_returned = true;
-      }
-      return record;
-    };
-    {
+    check_stop_from_inside([](auto stop_from_inside, auto drive) {
+      const auto stops_on_5 = [=](const int& record) {
+        if (record == 5) stop_from_inside();
+        return record;
+      };
       crema::double_buffered_pipeline pipe{
           numbers(100), stops_on_5, {.batch_size = 1, .producers = 3, .threads = 2}};
-      stop_hook = [&pipe] { pipe.stop(); };
-      armed.store(true, std::memory_order_release);
-      auto consumer = pipe.consumer(0);
-      while (consumer.pull()) {
-      }
-    }  // the destructor waits for the producer that called stop
-    CHECK(stop_returned.load());
+      drive(pipe);
+    });
   }
 
   TEST_CASE("stop called from inside a source returns at once") {
     watchdog guard(20s, "stop from a source");
-    std::function<void()> stop_hook;
-    std::atomic<bool> armed{false};
-    std::atomic<bool> stop_returned{false};
-    hooked_numbers source(100, [&](record_position position) {
-      if (position == 7) {
-        while (!armed.load(std::memory_order_acquire)) std::this_thread::yield();
-        stop_hook();
-        stop_returned = true;
-      }
-    });
-    {
+    check_stop_from_inside([](auto stop_from_inside, auto drive) {
+      hooked_numbers source(100, [=](record_position position) {
+        if (position == 7) stop_from_inside();
+      });
       crema::double_buffered_pipeline pipe{std::move(source), identity, {.batch_size = 3}};
-      stop_hook = [&pipe] { pipe.stop(); };
-      armed.store(true, std::memory_order_release);
-      auto consumer = pipe.consumer(0);
-      while (consumer.pull()) {
-      }
-    }  // the destructor waits for the producer that called stop
-    CHECK(stop_returned.load());
+      drive(pipe);
+    });
   }
 
   TEST_CASE("stop returns within a record's time while a slow source fills a batch") {
@@ -498,34 +497,12 @@ TEST_SUITE("pipeline faults: configuration") {
   TEST_CASE(
       "a pipeline whose threads cannot all be started throws thread_error naming the "
       "counts") {
-    const auto report = crema::test::run_with_thread_limit(8, 20s, [] {
-      crema::test::settle_thread_count();
-      const std::size_t before = crema::test::thread_count();
-      try {
-        crema::double_buffered_pipeline pipe{
-            numbers(10), identity, {.producers = 1000, .threads = 1000}};
-        return std::string("constructed");
-      } catch (const crema::thread_error& e) {
-        return fmt::format("{}|{}|{}", e.code(), e.what(),
-                           crema::test::thread_count() == before ? "joined" : "leaked");
-      }
-    });
-    if (report.skipped) {
-      std::printf("crema-test-skip: %s\n", report.text.c_str());
-      return;
-    }
-    CHECK_FALSE(report.hung);
-    CHECK(report.exit_code == 0);
-    CAPTURE(report.text);
-    unsigned made = 0;
-    char reason[128] = {};
-    REQUIRE(std::sscanf(report.text.c_str(),
-                        "11|thread_pool: 1000 threads asked for, %u made: %127[^|]", &made,
-                        reason) == 2);
-    CHECK(made > 0);
-    CHECK(made < 1000);
-    CHECK(std::string(reason) == "Resource temporarily unavailable");
-    CHECK(report.text.substr(report.text.size() - 7) == "|joined");
+    crema::test::check_threads_refused(
+        [] {
+          crema::double_buffered_pipeline pipe{
+              numbers(10), identity, {.producers = 1000, .threads = 1000}};
+        },
+        "thread_pool", 1000, 1);
   }
 
   TEST_CASE("a stall_timeout of zero or less is refused, and milliseconds::max() is accepted") {
