@@ -20,10 +20,16 @@
 #include <crema/memory/synced_buffer.hpp>
 #include <crema/memory/typed_buffer.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/generator_source.hpp>
+#include <crema/pipeline/indexed_source.hpp>
 #include <crema/pipeline/lease.hpp>
+#include <crema/pipeline/pipeline_options.hpp>
 #include <crema/pipeline/queue_pair.hpp>
+#include <crema/pipeline/sample_context.hpp>
 #include <crema/pipeline/slot_pool.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
 #include <crema/pipeline/stats.hpp>
+#include <crema/pipeline/transform.hpp>
+#include <crema/pipeline/vector_source.hpp>
 #include <crema/version.hpp>

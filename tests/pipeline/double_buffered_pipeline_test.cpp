@@ -67,7 +67,7 @@ TEST_SUITE("double_buffered_pipeline") {
         numbers(100), note_thread, {.batch_size = 4, .prefetch = 2, .producers = 8, .threads = 2}};
     auto consumer = pipe.consumer(0);
     const auto every_producer_suspended = [&] {
-      const auto counts = pipe.producer_suspensions();
+      const auto counts = pipe.stats().suspensions_by_producer;
       return std::all_of(counts.begin(), counts.end(), [](auto n) { return n > 0; });
     };
     while (!every_producer_suspended()) {
@@ -76,7 +76,7 @@ TEST_SUITE("double_buffered_pipeline") {
       std::this_thread::sleep_for(100us);  // a slow consumer: the pool runs dry
     }
     pipe.stop();
-    CHECK(pipe.producer_suspensions().size() == 8);
+    CHECK(pipe.stats().suspensions_by_producer.size() == 8);
     std::scoped_lock lock(mutex);
     CHECK(producer_threads.size() <= 2);
     CHECK(producer_threads.count(std::this_thread::get_id()) == 0);

@@ -2,7 +2,7 @@
 
 // The records most pipeline tests read: the numbers 0 .. count - 1, in memory.
 
-#include <crema/pipeline/source.hpp>
+#include <crema/pipeline/vector_source.hpp>
 
 #include <numeric>
 #include <string>

@@ -1,4 +1,5 @@
-#include <crema/pipeline/source.hpp>
+#include <crema/pipeline/generator_source.hpp>
+#include <crema/pipeline/vector_source.hpp>
 
 #include <doctest/doctest.h>
 

@@ -5,64 +5,40 @@
 #include <crema/core/error.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/batch_slot.hpp>
+#include <crema/pipeline/detail/channel.hpp>
+#include <crema/pipeline/detail/claim_sequencer.hpp>
 #include <crema/pipeline/detail/producer_task.hpp>
+#include <crema/pipeline/generator_source.hpp>
+#include <crema/pipeline/indexed_source.hpp>
 #include <crema/pipeline/lease.hpp>
 #include <crema/pipeline/pipeline_options.hpp>
-#include <crema/pipeline/queue_pair.hpp>
+#include <crema/pipeline/sample_context.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
 #include <crema/pipeline/stats.hpp>
+#include <crema/pipeline/transform.hpp>
+#include <crema/pipeline/vector_source.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace crema {
-
-/// @brief A transform that fills a preallocated item in place: `transform(record, item)`.
-/// It names its item type as `Transform::item_type`.
-template <class Transform, class Record>
-concept in_place_transform = requires {
-  typename Transform::item_type;
-}
-&&std::invocable<Transform&, const Record&, typename Transform::item_type&>;
-
-/// @brief A transform a pipeline can run on records of `Record`: in place, or returning the item.
-template <class Transform, class Record>
-concept transform_for = std::copy_constructible<Transform> &&
-    (in_place_transform<Transform, Record> ||
-     (std::invocable<Transform&, const Record&> &&
-      std::is_move_assignable_v<std::invoke_result_t<Transform&, const Record&>>));
-
 namespace detail {
 
-template <class Transform, class Record>
-struct item_type_of {
-  using type = std::remove_cvref_t<std::invoke_result_t<Transform&, const Record&>>;
-};
-template <class Transform, class Record>
-requires in_place_transform<Transform, Record>
-struct item_type_of<Transform, Record> {
-  using type = typename Transform::item_type;
-};
-
 // The reader a pipeline pulls records from; shared through a source_registry by pipelines whose
-// sources have the same key. Its lock serializes pulls: producers take whole batches under it.
-// Pipelines that share a reader share its passes, so they must agree on what a pass is: the mode
-// is fixed by the first one.
+// sources have the same key. Its lock serializes claims. Pipelines that share a reader share its
+// passes, so they must agree on what a pass is: the mode is fixed by the first one.
 template <class Source>
 struct reader_body {
   reader_body(Source&& from, pipeline_mode chosen)
@@ -75,12 +51,6 @@ struct reader_body {
   std::atomic<bool> exhausted{false};  // a single pass has reached the end; read without the lock
 };
 
-template <class Source>
-concept source_with_record_keys = requires(const Source& source,
-                                           const typename Source::record_type& record) {
-  { source.record_key(record) } -> std::convertible_to<std::string>;
-};
-
 }  // namespace detail
 
 /// @brief A prefetching producer/consumer pipeline: coroutine producers read records from a
@@ -89,20 +59,28 @@ concept source_with_record_keys = requires(const Source& source,
 ///
 /// Caffe's data reader without its thread classes and its hangs. Each consumer has `prefetch`
 /// slots; a producer awaiting a free slot is suspended, not blocking a thread, so `producers`
-/// coroutines share `threads` threads. A producer first takes a slot, then claims the next
-/// `batch_size` records under the reader's lock, then runs its transform outside the lock.
+/// coroutines share `threads` threads. A producer takes a slot, then claims the next
+/// `batch_size` records (claims are made in the order of the batches' numbers, whatever the
+/// schedule), then transforms them outside the reader's lock, then runs the batch's finishing
+/// step (an upload, say) and hands it on.
 ///
-/// Batches are dealt to consumers in turn (round robin), as data-parallel solvers need: each gets
-/// the same number of batches, whatever the producers do. So the consumers of one pipeline must
-/// pull at about the same rate. One that stops pulling (or holds its leases) holds the others
-/// back once its slots are full, since producers wait for its turn: `pull()` then throws a
+/// Batches are the same on every run, whatever the producer, thread and consumer counts: the
+/// source is cut into batches in order (batch g holds the records after those of batch g - 1),
+/// and batch g goes to consumer g mod `consumers` as that consumer's batch g / `consumers`. Every
+/// transform call gets a `sample_context` whose `rng()` is keyed by (seed, epoch, position), so
+/// augmentations drawn from it are the same too. In `ordered` mode each consumer receives its
+/// batches in that order; otherwise as they are finished.
+///
+/// Dealing in turn suits data-parallel solvers: each gets the same number of batches. So the
+/// consumers of one pipeline must pull at about the same rate. One that stops pulling (or holds
+/// its leases) holds the others back once its slots are full: `pull()` then throws a
 /// `pipeline_error` naming it after `stall_timeout`, `pull_for` / `pull_until` return
 /// `pull_status::timeout`, and `stats().held_back_by` names it.
 ///
 /// Consumers pull on their own threads: `for (auto batch : pipe.consumer(i)) use(*batch);`; the
 /// lease returns the slot when it dies. In `single_pass` mode each consumer's range ends once
 /// every record has been delivered exactly once across all consumers. An exception from the
-/// source or a transform stops the pipeline and reaches every consumer as a
+/// source, a transform or a finishing step stops the pipeline and reaches every consumer as a
 /// `crema::pipeline_error` naming the record (its position in the pass, the pass, and the
 /// source's key for it where the source has keys), with the original nested. The consumer first
 /// gets the batches finished before the failure, the records before the failing one among them
@@ -113,48 +91,38 @@ concept source_with_record_keys = requires(const Source& source,
 ///
 /// `stats()` and `stop()` are thread-safe. Each consumer index is used by one thread at a time.
 /// @tparam Source    a `record_source`, owned by the pipeline (or the shared reader)
-/// @tparam Transform a `transform_for<Source::record_type>`: `item = transform(record)`, or
-///                   `transform(record, item)` with `Transform::item_type`
-template <record_source Source, transform_for<typename Source::record_type> Transform>
+/// @tparam Transform a `transform_for<Source::record_type>`: per item, returning it or filling
+///                   it in place, or per batch object (`batch_transform`)
+template <class Source, class Transform>
 class double_buffered_pipeline {
+  static_assert(record_source<Source>,
+                "crema: a pipeline's Source must model crema::record_source: record_type, "
+                "records_are_stable, next(), rewind(), shard(), position(), seek() and key()");
+  static_assert(std::copy_constructible<Transform>,
+                "crema: a pipeline's Transform must be copyable: each producer runs a copy");
+  static_assert(transform_for<Transform, typename Source::record_type> ||
+                    detail::names_unmakeable_item<Transform>,
+                "crema: a pipeline's Transform must take the source's records: item = t(record), "
+                "item = t(record, context), t(record, item&) or t(record, item&, context) with "
+                "item_type, or t(record, batch&, context) with batch_type and make_batch");
+  static_assert(!detail::names_unmakeable_item<Transform> ||
+                    batch_transform<Transform, typename Source::record_type>,
+                "crema: a per-item transform's item_type must be default-constructible, since "
+                "items are made once per slot; give the transform a batch_type and a make_batch "
+                "factory instead");
+
  public:
   using record_type = typename Source::record_type;
   using item_type = typename detail::item_type_of<Transform, record_type>::type;
 
  private:
-  using slot_type = detail::batch_slot<record_type, item_type>;
+  using slot_type = detail::batch_slot<Source, Transform>;
+  using channel_type = detail::channel<slot_type>;
   using clock = std::chrono::steady_clock;
   struct core;
 
  public:
-  /// @brief What a consumer receives from the pipeline.
-  class channel : public queue_pair<slot_type, thread_pool> {
-   public:
-    using item_type = double_buffered_pipeline::item_type;
-    using queue_pair<slot_type, thread_pool>::queue_pair;
-
-    /// @brief Takes back a slot a lease held.
-    void release(slot_type* slot) {
-      outstanding.fetch_sub(1, std::memory_order_relaxed);
-      this->free_slots().release(slot);
-    }
-
-   private:
-    friend class double_buffered_pipeline;
-    friend struct double_buffered_pipeline::core;
-    // Claimed under the reader's lock (several producers), read by the consumer afterwards.
-    std::uint64_t claimed = 0;
-    std::atomic<std::size_t> outstanding{0};  // leases the consumer holds
-    std::atomic<std::uint64_t> consumed{0};   // batches delivered, for stats
-    std::atomic<bool> pulling{false};         // the consumer waits in a pull
-    // The consumer's own state: one thread at a time.
-    std::vector<slot_type*> reorder;
-    std::uint64_t next_sequence = 0;
-    std::uint64_t delivered = 0;
-    std::optional<std::uint64_t> total;
-    slot_type end_marker{0, false};  // pushed once every batch is out; `sequence` is the total
-  };
-  using lease_type = lease<channel>;
+  using lease_type = lease<channel_type>;
   using pull_result_type = pull_result<lease_type>;
 
   /// @brief One consumer's handle: pull batches, or iterate over them. Cheap to copy. It refers
@@ -239,16 +207,19 @@ class double_buffered_pipeline {
       const std::shared_ptr<core> owner = core_.lock();
       return owner ? pull(*owner) : pull_result_type{pull_status::stopped, {}};
     }
+
     std::weak_ptr<core> core_;
     std::size_t index_;
   };
 
-  /// @brief Builds the pipeline and starts its producers.
+  /// @brief Builds the pipeline, makes its slots (and batch objects) and starts its producers.
   /// @param source    the records; sharded and positioned as the caller left it
-  /// @param transform copied once per producer
-  /// @throws crema::config_error naming the field if a count is 0, naming the counts and the
-  ///         bytes if the slots they make do not fit in this machine's memory, or if the registry
-  ///         holds the source's key for another type of source or another mode
+  /// @param transform copied once per producer; a batch transform's `make_batch` is called on it
+  ///                  once per slot, here
+  /// @throws crema::config_error naming the field if a count is 0 or `stall_timeout` is not
+  ///         positive, naming the counts and the bytes if the slots they make do not fit in this
+  ///         machine's memory, or if the registry holds the source's key for another type of
+  ///         source or another mode
   /// @throws crema::thread_error if the threads cannot be started (naming how many were made)
   double_buffered_pipeline(Source source, Transform transform, pipeline_options options)
       : core_(std::make_shared<core>(std::move(source), std::move(transform), options)) {
@@ -281,12 +252,6 @@ class double_buffered_pipeline {
   [[nodiscard]] pipeline_stats stats() const { return core_->snapshot(); }
   /// @return the options the pipeline was built with
   [[nodiscard]] const pipeline_options& options() const noexcept { return core_->options; }
-  /// @return the producers' suspension counts so far, one per producer
-  [[nodiscard]] std::vector<std::uint64_t> producer_suspensions() const {
-    std::vector<std::uint64_t> counts;
-    for (const auto& count : core_->suspensions) counts.push_back(count.load());
-    return counts;
-  }
 
  private:
   enum class wait_kind {
@@ -300,15 +265,26 @@ class double_buffered_pipeline {
         : options(validated(chosen)),
           prototype(std::move(prototype_transform)),
           suspensions(options.producers),
+          claims(pool, options.producers),
           pool(options.threads) {
       body = make_body(std::move(from));
       channels.reserve(options.consumers);
-      for (std::size_t i = 0; i < options.consumers; ++i) {
-        auto made = std::make_shared<channel>(
+      for (std::size_t consumer = 0; consumer < options.consumers; ++consumer) {
+        std::size_t slot_index = 0;
+        channels.push_back(std::make_shared<channel_type>(
             options.prefetch,
-            [&] { return slot_type(options.batch_size, !Source::records_are_stable); }, pool);
-        made->reorder.assign(options.prefetch, nullptr);
-        channels.push_back(std::move(made));
+            [&] {
+              slot_type made(options.batch_size, [&] {
+                if constexpr (slot_type::holds_batch) {
+                  return prototype.make_batch(
+                      batch_context{consumer, slot_index, options.batch_size});
+                }
+              });
+              made.consumer = consumer;
+              ++slot_index;
+              return made;
+            },
+            pool));
       }
     }
 
@@ -334,9 +310,10 @@ class double_buffered_pipeline {
     // Counts that cannot fit are refused before anything is allocated: a slip of a digit would
     // otherwise end in std::bad_alloc, or in the machine swapping while the slots are made.
     static void check_memory(const pipeline_options& chosen) {
-      constexpr std::size_t per_record = sizeof(const record_type*) + sizeof(item_type) +
-                                         sizeof(detail::record_origin) +
-                                         (Source::records_are_stable ? 0 : sizeof(record_type));
+      constexpr std::size_t per_item = slot_type::holds_batch ? 0 : sizeof(item_type);
+      constexpr std::size_t per_record =
+          sizeof(const record_type*) + per_item + sizeof(detail::record_origin) +
+          (Source::records_are_stable ? 0 : sizeof(typename slot_type::storage_type));
       // A producer: its transform, its coroutine frame and its counters.
       constexpr std::size_t per_producer = sizeof(Transform) + 1024;
       const auto slots = detail::checked_mul(chosen.consumers, chosen.prefetch);
@@ -410,11 +387,13 @@ class double_buffered_pipeline {
                  return fmt::format("pipeline: copying the transform for producer {} failed", id);
                }));
         }
-        std::size_t turn = id;
         while (own && !stop_source.stop_requested()) {
-          Transform& transform = *own;
           if (body->exhausted.load(std::memory_order_acquire)) break;  // a pass that is over
-          channel& target = *channels[turn++ % channels.size()];
+          // Turns deal the consumers in order; the batch's number comes with its slot, so every
+          // number that has not been delivered holds a slot of its consumer.
+          const std::uint64_t turn = turns.fetch_add(1, std::memory_order_relaxed);
+          const std::size_t consumer = static_cast<std::size_t>(turn % channels.size());
+          channel_type& target = *channels[consumer];
           const auto asked = clock::now();
           const acquired_slot<slot_type> acquired = co_await target.free_slots().acquire();
           if (acquired.suspended) {
@@ -423,9 +402,16 @@ class double_buffered_pipeline {
           }
           slot_type* slot = acquired.slot;
           if (slot == nullptr) break;  // stopped
+          slot->sequence = target.numbered.fetch_add(1, std::memory_order_relaxed);
+          const std::uint64_t ticket = slot->sequence * channels.size() + consumer;
+          if (!co_await claims.turn(ticket)) {  // stopped
+            target.free_slots().release(slot);
+            break;
+          }
           std::optional<failure_note> failure;
-          const bool handed_on = fill(*slot, target, transform, failure);
+          const bool handed_on = fill(*slot, ticket, id, *own, failure);
           if (handed_on) {
+            target.handed_on.fetch_add(1, std::memory_order_relaxed);
             batches_produced.fetch_add(1, std::memory_order_relaxed);
             records_produced.fetch_add(slot->size, std::memory_order_relaxed);
             target.push(slot);
@@ -445,14 +431,15 @@ class double_buffered_pipeline {
       finish_producer();
     }
 
-    // Claims the next records into `slot` and transforms them; returns whether the slot holds a
-    // batch to hand on. It holds none at the end of a single pass or on stop (size 0). On a
-    // failure, `failure` says what failed, and the records before the failing one stay in the
-    // slot as a short batch: no record read before a failure is lost.
-    bool fill(slot_type& slot, channel& target, Transform& transform,
+    // Claims the records of batch `ticket` into `slot` (then lets the next ticket claim),
+    // transforms them and finishes the batch; returns whether the slot holds a batch to hand on.
+    // It holds none at the end of a single pass or on stop (size 0). On a failure, `failure`
+    // says what failed, and the records before the failing one stay in the slot as a short
+    // batch: no record read before a failure is lost.
+    bool fill(slot_type& slot, std::uint64_t ticket, std::size_t producer, Transform& transform,
               std::optional<failure_note>& failure) {
       try {
-        claim(slot, target);
+        claim(slot);
       } catch (...) {
         // The origin of the record being read (none if the lock itself failed).
         const detail::record_origin at =
@@ -463,22 +450,23 @@ class double_buffered_pipeline {
                                      body->key, at.position, at.epoch);
                                })};
       }
+      claims.done(ticket);
       std::size_t i = 0;
       try {
+        sample_context context = context_for(slot, producer);
         for (; i < slot.size; ++i) {
           if (stop_source.stop_requested()) {  // stop waits for one record, not a batch
             slot.size = 0;
             return false;
           }
-          if constexpr (in_place_transform<Transform, record_type>) {
-            std::invoke(transform, *slot.records[i], slot.items[i]);
-          } else {
-            slot.items[i] = std::invoke(transform, *slot.records[i]);
-          }
+          context.epoch = slot.origins[i].epoch;
+          context.position = slot.origins[i].position;
+          context.index = i;
+          run_transform(transform, slot, i, context);
         }
       } catch (...) {
         const detail::record_origin at = slot.origins[i];
-        const std::string key = record_key(*slot.records[i]);  // empty if the key fails too
+        const std::string key = record_key(slot, i);  // empty if the key fails too
         failure = failure_note{std::current_exception(), describe([&] {
                                  return fmt::format(
                                      "pipeline: transform failed on record {} (pass {}) of {}{}",
@@ -486,29 +474,76 @@ class double_buffered_pipeline {
                                })};
         slot.size = i;
       }
-      return slot.size > 0;
+      if (slot.size == 0) return false;
+      if constexpr (detail::finishing_batch<
+                        typename detail::batch_type_of<Transform, record_type>::type>) {
+        try {
+          slot.batch->finish(slot.info());
+        } catch (...) {
+          if (!failure) {
+            failure = failure_note{std::current_exception(), describe([&] {
+                                     return fmt::format(
+                                         "pipeline: finishing batch {} of consumer {} ({}, pass "
+                                         "{} from record {}) failed",
+                                         slot.sequence, slot.consumer, body->key, slot.epoch,
+                                         slot.first_position);
+                                   })};
+          }
+          return false;  // a batch whose finishing step failed is not handed on
+        }
+      }
+      return true;
+    }
+
+    sample_context context_for(const slot_type& slot, std::size_t producer) const noexcept {
+      sample_context context;
+      context.seed = options.seed;
+      context.producer = producer;
+      context.consumer = slot.consumer;
+      context.sequence = slot.sequence;
+      if constexpr (keyed_record_source<Source>) {
+        detail::sample_context_keys::attach(context, &body->source,
+                                            [](const void* source, const void* record) {
+                                              return std::string(
+                                                  static_cast<const Source*>(source)->record_key(
+                                                      *static_cast<const record_type*>(record)));
+                                            });
+      }
+      return context;
+    }
+
+    void run_transform(Transform& transform, slot_type& slot, std::size_t i,
+                       sample_context& context) {
+      const auto& record = slot.record(i);  // a view of the slot's copy lives to the end here
+      detail::sample_context_keys::point_at(context, &record);
+      if constexpr (slot_type::holds_batch) {
+        std::invoke(transform, record, *slot.batch, std::as_const(context));
+      } else {
+        detail::transform_item(transform, record, slot.items[i], context);
+      }
     }
 
     // " (key K)" for sources that name their records; empty when the source cannot say, even
     // if asking it throws: the error being reported matters more than its key.
-    std::string record_key(const record_type& record) const noexcept {
-      if constexpr (detail::source_with_record_keys<Source>) {
+    std::string record_key(const slot_type& slot, std::size_t i) const noexcept {
+      if constexpr (keyed_record_source<Source>) {
         try {
-          return fmt::format(" (key {})", body->source.record_key(record));
+          return fmt::format(" (key {})", body->source.record_key(slot.record(i)));
         } catch (...) {
           return {};
         }
       } else {
-        (void)record;
+        (void)slot;
+        (void)i;
         return {};
       }
     }
 
-    // Under the reader's lock: the next `batch_size` records, rewinding in repeat mode. The
-    // consumer's batch number is taken here too, so numbers follow the source order. Each
-    // record's origin is noted before it is read, so a failure names the record being read.
-    // A stop is seen between records: a slow source holds a stop up by one record at most.
-    void claim(slot_type& slot, channel& target) {
+    // Under the reader's lock: the next `batch_size` records, rewinding in repeat mode. Each
+    // record's origin is noted before it is read, so a failure names the record being read; a
+    // source whose records do not stay valid has each copied into the slot before the next is
+    // read. A stop is seen between records: a slow source holds a stop up by one record at most.
+    void claim(slot_type& slot) {
       std::scoped_lock lock(body->mutex);
       slot.size = 0;
       slot.epoch = body->epoch;
@@ -536,29 +571,25 @@ class double_buffered_pipeline {
             detail::fail<pipeline_error>("pipeline: source {} has no records to repeat", body->key);
           }
         }
-        if (slot.size == 0) {  // the batch's number is taken with its first record
+        if (slot.size == 0) {
           slot.epoch = origin.epoch;
           slot.first_position = origin.position;
-          slot.sequence = target.claimed++;
         }
-        if constexpr (Source::records_are_stable) {
-          slot.records[slot.size] = record;
-        } else {
-          slot.copies[slot.size] = *record;
-          slot.records[slot.size] = &slot.copies[slot.size];
-        }
+        slot.keep(*record);
         ++slot.size;
       }
     }
 
-    // The last producer out closes a finished single pass: each consumer learns its total.
+    // The last producer out closes a finished single pass: each consumer learns its total, the
+    // batches handed to it. Claims are made in ticket order and every claim after the end is
+    // empty, so those are its numbers 0 .. total - 1.
     void finish_producer() noexcept {
       std::unique_lock lock(done_mutex);
       alive.fetch_sub(1, std::memory_order_relaxed);
       if (--running == 0 && !stop_source.stop_requested()) {
         try {
           for (auto& target : channels) {
-            target->end_marker.sequence = target->claimed;
+            target->end_marker.sequence = target->handed_on.load(std::memory_order_relaxed);
             target->push(&target->end_marker);
           }
         } catch (...) {
@@ -606,6 +637,7 @@ class double_buffered_pipeline {
 
     void signal_stop() noexcept {
       if (!stop_source.request_stop()) return;
+      claims.stop();
       for (auto& target : channels) target->stop();
     }
 
@@ -619,8 +651,8 @@ class double_buffered_pipeline {
     // -- consumers ------------------------------------------------------------------------
 
     pull_result_type pull(std::size_t index, wait_kind kind, clock::time_point deadline) {
-      const std::shared_ptr<channel>& source_channel = channels[index];
-      channel& target = *source_channel;
+      const std::shared_ptr<channel_type>& owner = channels[index];
+      channel_type& target = *owner;
       for (;;) {
         // After a failure, the batches finished before it are still delivered (in order, where
         // the pipeline is ordered); the error comes once nothing more can be.
@@ -629,7 +661,7 @@ class double_buffered_pipeline {
         if (options.ordered) {
           slot_type*& waiting = target.reorder[target.next_sequence % options.prefetch];
           if (waiting != nullptr && waiting->sequence == target.next_sequence) {
-            return deliver(source_channel, std::exchange(waiting, nullptr));
+            return deliver(owner, std::exchange(waiting, nullptr));
           }
         }
         if (target.total && target.delivered == *target.total) return {pull_status::end, {}};
@@ -657,23 +689,24 @@ class double_buffered_pipeline {
           continue;
         }
         if (options.ordered && slot->sequence != target.next_sequence) {
-          // At most `prefetch` slots exist for this consumer, so the distance is below that.
+          // Every undelivered number holds one of this consumer's `prefetch` slots, so the
+          // distance is below that.
           target.reorder[slot->sequence % options.prefetch] = slot;
           continue;
         }
-        return deliver(source_channel, slot);
+        return deliver(owner, slot);
       }
     }
 
     // Waits for the consumer's next full slot until `deadline`. A plain pull waits for ever, but
     // looks every `stall_timeout` whether another consumer holds it back, and throws if so.
-    bool wait_for_slot(std::size_t index, channel& target, wait_kind kind,
+    bool wait_for_slot(std::size_t index, channel_type& target, wait_kind kind,
                        clock::time_point deadline, slot_type*& slot) {
       const auto asked = clock::now();
       target.pulling.store(true, std::memory_order_relaxed);
       struct finish_wait {
         core& owner;
-        channel& target;
+        channel_type& target;
         clock::time_point asked;
         ~finish_wait() {
           target.pulling.store(false, std::memory_order_relaxed);
@@ -684,13 +717,12 @@ class double_buffered_pipeline {
                                  options.stall_timeout != std::chrono::milliseconds::max();
       for (;;) {
         clock::time_point until = deadline;
-        if (checks_stalls)
-          until = std::min(deadline, detail::deadline_after(options.stall_timeout));
+        if (checks_stalls) until = std::min(deadline, detail::deadline_after(options.stall_timeout));
         if (target.pop_until(slot, until)) return true;
         if (!checks_stalls) return false;
         if (const auto holder = holder_of(index)) {
           detail::fail<pipeline_error>(
-              "pipeline: consumer {} waited {} ms for a batch while every producer waits for a "
+              "pipeline: consumer {} waited {} ms for a batch while the producers wait for a "
               "free slot of consumer {} ({} queued, {} leased); the consumers of a pipeline must "
               "pull in turn, or stop it",
               index, elapsed_ns(asked) / 1'000'000, *holder, channels[*holder]->full_count(),
@@ -699,11 +731,13 @@ class double_buffered_pipeline {
       }
     }
 
-    // The consumer whose full slots hold every running producer while consumer `waiting` has
-    // nothing to take, if there is one: the consumer with the most producers waiting for it.
+    // The consumer that holds consumer `waiting` back, if one does: every running producer
+    // waits (for a slot, or for its turn to claim behind one that does), none waits for a slot
+    // of `waiting`, and this one has the most producers waiting for its slots.
     std::optional<std::size_t> holder_of(std::size_t waiting) const {
       const std::size_t running_now = alive.load(std::memory_order_relaxed);
-      if (running_now == 0) return std::nullopt;
+      if (running_now == 0 || channels[waiting]->full_count() != 0) return std::nullopt;
+      if (waiting_producers(*channels[waiting]) != 0) return std::nullopt;
       std::size_t waiting_on_others = 0;
       std::optional<std::size_t> holder;
       std::size_t most = 0;
@@ -716,24 +750,22 @@ class double_buffered_pipeline {
           holder = j;
         }
       }
-      if (waiting_on_others < running_now || channels[waiting]->full_count() != 0) {
-        return std::nullopt;
-      }
+      if (!holder || waiting_on_others + claims.waiting() < running_now) return std::nullopt;
       return holder;
     }
 
-    static std::size_t waiting_producers(channel& target) {
+    static std::size_t waiting_producers(channel_type& target) {
       const std::int64_t free_now = target.free_slots().available();
       return free_now < 0 ? static_cast<std::size_t>(-free_now) : 0;
     }
 
-    pull_result_type deliver(const std::shared_ptr<channel>& target, slot_type* slot) {
+    pull_result_type deliver(const std::shared_ptr<channel_type>& target, slot_type* slot) {
       ++target->next_sequence;
       ++target->delivered;
       target->outstanding.fetch_add(1, std::memory_order_relaxed);
       target->consumed.fetch_add(1, std::memory_order_relaxed);
       batches_consumed.fetch_add(1, std::memory_order_relaxed);
-      return {pull_status::ready, lease_type(target, slot)};
+      return {pull_status::ready, channel_type::lease_of(target, slot)};
     }
 
     [[noreturn]] void rethrow_error() {
@@ -751,10 +783,14 @@ class double_buffered_pipeline {
           std::chrono::nanoseconds(consumer_wait_ns.load(std::memory_order_relaxed));
       stats.producer_wait =
           std::chrono::nanoseconds(producer_wait_ns.load(std::memory_order_relaxed));
-      for (const auto& count : suspensions) stats.producer_suspensions += count.load();
+      stats.suspensions_by_producer.reserve(suspensions.size());
+      for (const auto& count : suspensions) {
+        stats.suspensions_by_producer.push_back(count.load(std::memory_order_relaxed));
+        stats.producer_suspensions += stats.suspensions_by_producer.back();
+      }
       stats.consumers.reserve(channels.size());
       for (std::size_t i = 0; i < channels.size(); ++i) {
-        channel& target = *channels[i];
+        channel_type& target = *channels[i];
         consumer_stats one;
         one.batches_consumed = target.consumed.load(std::memory_order_relaxed);
         one.queued_batches = target.full_count();
@@ -780,8 +816,9 @@ class double_buffered_pipeline {
     const pipeline_options options;
     const Transform prototype;
     std::shared_ptr<detail::reader_body<Source>> body;
-    std::vector<std::shared_ptr<channel>> channels;
+    std::vector<std::shared_ptr<channel_type>> channels;
     std::stop_source stop_source;
+    std::atomic<std::uint64_t> turns{0};  // deals the consumers to producers in turn
 
     std::mutex done_mutex;
     std::condition_variable done;
@@ -800,6 +837,7 @@ class double_buffered_pipeline {
     std::atomic<std::uint64_t> producer_wait_ns{0};
     std::vector<std::atomic<std::uint64_t>> suspensions;
 
+    detail::claim_sequencer<thread_pool> claims;  // resumes its waiters on the pool
     thread_pool pool;  // last: its threads stop before anything they use goes
   };
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/pipeline/sample_context.hpp>
 #include <crema/pipeline/source.hpp>
 
 #include <cstddef>
@@ -10,14 +11,12 @@
 
 namespace crema {
 
-/// @brief A consumer's view of one batch: the items the transform made, and where they came from.
-/// Valid while the lease it came from lives.
+/// @brief A consumer's view of one batch of per-record items: the items the transform made, and
+/// where they came from. Valid while the lease it came from lives.
 template <class Item>
 class batch {
  public:
-  batch(std::span<Item> items, std::uint64_t sequence, std::uint64_t epoch,
-        record_position first_position) noexcept
-      : items_(items), sequence_(sequence), epoch_(epoch), first_position_(first_position) {}
+  batch(std::span<Item> items, const batch_info& info) noexcept : items_(items), info_(info) {}
 
   /// @return the items, `size()` of them
   [[nodiscard]] std::span<Item> items() const noexcept { return items_; }
@@ -27,36 +26,34 @@ class batch {
   [[nodiscard]] auto begin() const noexcept { return items_.begin(); }
   [[nodiscard]] auto end() const noexcept { return items_.end(); }
   /// @return this consumer's batch number (0, 1, 2, ... in the order records were read)
-  [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
+  [[nodiscard]] std::uint64_t sequence() const noexcept { return info_.sequence; }
   /// @return the pass over the source that the first record belongs to (0 for the first)
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return info_.epoch; }
   /// @return the source position of the first record in its pass; save it to resume
-  [[nodiscard]] record_position first_position() const noexcept { return first_position_; }
+  [[nodiscard]] record_position first_position() const noexcept { return info_.first_position; }
 
  private:
   std::span<Item> items_;
-  std::uint64_t sequence_;
-  std::uint64_t epoch_;
-  record_position first_position_;
+  batch_info info_;
 };
 
-/// @brief Ownership of one full batch slot, taken by a consumer; the slot goes back to the free
-/// pool (waking a producer if one waits) when the lease is destroyed or `reset()`.
+/// @brief Ownership of one full batch slot, taken by a consumer; the slot goes back to its
+/// producers when the lease is destroyed, `reset()` or `release_after(event)`.
 ///
-/// Move-only. A lease keeps its slot's memory alive, so it may even outlive its pipeline
+/// Only a pipeline makes leases. Move-only. `*lease` is the batch: a `crema::batch<Item>` view for
+/// per-item transforms, or the transform's own batch object (`lease->data`, say) for batch
+/// transforms. A lease keeps its slot's memory alive, so it may even outlive its pipeline
 /// (releasing into a stopped pipeline is harmless). Destroying it is thread-safe and never
-/// blocks. A thread's release allocates at most twice in the pipeline's life: the first time
-/// it returns a slot to the free pool, and the first time it wakes a waiting producer (each
-/// lock-free queue gives a thread that enqueues a small block of its own); never afterwards.
-/// So release on the consumer's own threads, not on a fresh thread per batch.
+/// blocks. A thread's release allocates at most twice in the pipeline's life: the first time it
+/// returns a slot to the free pool, and the first time it wakes a waiting producer (each
+/// lock-free queue gives a thread that enqueues a small block of its own); never afterwards. So
+/// release on the consumer's own threads, not on a fresh thread per batch.
 template <class Channel>
 class lease {
- public:
-  using item_type = typename Channel::item_type;
+  using slot_type = typename Channel::slot_type;
 
+ public:
   lease() noexcept = default;
-  lease(std::shared_ptr<Channel> channel, typename Channel::slot_type* slot) noexcept
-      : channel_(std::move(channel)), slot_(slot) {}
   lease(lease&& other) noexcept
       : channel_(std::move(other.channel_)), slot_(std::exchange(other.slot_, nullptr)) {}
   lease& operator=(lease&& other) noexcept {
@@ -80,25 +77,61 @@ class lease {
     }
   }
 
-  /// @return whether the lease holds a batch
-  explicit operator bool() const noexcept { return slot_ != nullptr; }
-  /// @return the batch
-  [[nodiscard]] batch<item_type> operator*() const noexcept {
-    return {std::span<item_type>(slot_->items.data(), slot_->size), slot_->sequence, slot_->epoch,
-            slot_->first_position};
-  }
-  /// @return the batch, for `lease->items()` and the like
-  [[nodiscard]] auto operator->() const noexcept {
-    struct arrow {
-      batch<item_type> value;
-      const batch<item_type>* operator->() const noexcept { return &value; }
-    };
-    return arrow{**this};
+  /// @brief Gives the slot back now, to be refilled only after `event` (recorded on the
+  /// consumer's stream after its last use of the batch) has completed: the batch object keeps the
+  /// event (`retire_after`) and its next fill waits for it, so the device never reads a batch
+  /// that is being rewritten. For batch objects that take such events (`device_batch`).
+  template <class Event>
+  requires requires(slot_type& slot, Event event) { slot.batch->retire_after(std::move(event)); }
+  void release_after(Event event) {
+    if (slot_ != nullptr) slot_->batch->retire_after(std::move(event));
+    reset();
   }
 
+  /// @return whether the lease holds a batch
+  explicit operator bool() const noexcept { return slot_ != nullptr; }
+
+  /// @return the batch: a view of the items, or the batch object
+  [[nodiscard]] decltype(auto) operator*() const noexcept {
+    if constexpr (slot_type::holds_batch) {
+      return *slot_->batch;
+    } else {
+      return batch<typename slot_type::item_type>(
+          std::span<typename slot_type::item_type>(slot_->items.data(), slot_->size),
+          slot_->info());
+    }
+  }
+  /// @return the batch, for `lease->items()` or `lease->data` and the like
+  [[nodiscard]] auto operator->() const noexcept {
+    if constexpr (slot_type::holds_batch) {
+      return &*slot_->batch;
+    } else {
+      struct arrow {
+        batch<typename slot_type::item_type> value;
+        const batch<typename slot_type::item_type>* operator->() const noexcept { return &value; }
+      };
+      return arrow{**this};
+    }
+  }
+
+  /// @return records in the batch (the last batch of a single pass may be short)
+  [[nodiscard]] std::size_t size() const noexcept { return slot_->size; }
+  /// @return the batch's number among its consumer's batches (0, 1, 2, ...)
+  [[nodiscard]] std::uint64_t sequence() const noexcept { return slot_->sequence; }
+  /// @return the pass of its first record
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return slot_->epoch; }
+  /// @return the position of its first record in that pass; save it to resume
+  [[nodiscard]] record_position first_position() const noexcept { return slot_->first_position; }
+  /// @return all of the above, and the consumer
+  [[nodiscard]] batch_info info() const noexcept { return slot_->info(); }
+
  private:
+  friend Channel;
+  lease(std::shared_ptr<Channel> channel, slot_type* slot) noexcept
+      : channel_(std::move(channel)), slot_(slot) {}
+
   std::shared_ptr<Channel> channel_;
-  typename Channel::slot_type* slot_ = nullptr;
+  slot_type* slot_ = nullptr;
 };
 
 }  // namespace crema

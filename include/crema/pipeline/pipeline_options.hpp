@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 
 namespace crema {
 
@@ -24,6 +25,9 @@ struct pipeline_options {
   pipeline_mode mode = pipeline_mode::repeat;
   bool ordered = false;  ///< each consumer sees its batches in source order, whatever the producers
   source_registry* registry = nullptr;  ///< share one reader with pipelines of the same source key
+  /// Keys every record's `sample_context::rng()` with the record's epoch and position: the same
+  /// seed gives the same augmentations whatever the producer, thread and consumer counts.
+  std::uint64_t seed = 0;
   /// How long a blocking `pull()` waits while another consumer holds it back (every producer
   /// waits for that consumer's slots) before it throws a `pipeline_error` naming that consumer.
   /// `std::chrono::milliseconds::max()` waits for ever.

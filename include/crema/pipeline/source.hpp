@@ -1,15 +1,15 @@
 #pragma once
 
 #include <crema/core/error.hpp>
-#include <crema/core/generator.hpp>
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <ranges>
+#include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 namespace crema {
@@ -19,16 +19,21 @@ using record_position = std::uint64_t;
 
 /// @brief A sequence of records a pipeline reads, one pass (epoch) at a time.
 ///
-/// - `next()` returns a pointer to the next record, or nullptr at the end of the pass; the record
-///   stays valid until the next call to `next()` or `rewind()` (or for the source's lifetime when
-///   `records_are_stable` is true, which lets the pipeline skip a copy).
+/// - `next()` returns a pointer to the next record, or nullptr at the end of the pass.
+/// - Record lifetime: with `records_are_stable` true, a record stays valid and unchanged for the
+///   source's lifetime, and the pipeline keeps the pointer. Otherwise it is valid only until the
+///   next call to `next()` or `rewind()`: the pipeline copies it into the slot's own storage
+///   (`record_storage<record_type>`) before it asks for the next one, so a record that is a view
+///   into a buffer the source reuses never dangles.
 /// - `rewind()` starts the next pass.
 /// - `shard(rank, world)` keeps every record whose index in the pass is `rank` modulo `world`, so
 ///   `world` readers see disjoint parts whose union is the source; it rewinds.
 /// - `position()` / `seek(position)` save and restore where the pass stands, to resume; a
 ///   position past the end of the pass is a `crema::config_error`, never a wrapped index.
 /// - `key()` names the data (name + ":" + location) for sharing a reader through a
-///   `source_registry`.
+///   `source_registry`, and for error messages.
+/// - Optionally, `record_key(record)` names one record (an LMDB key, a file name); the pipeline
+///   puts it in error messages and `sample_context::key()`.
 /// Sources are used by one thread at a time; the pipeline serializes its producers' pulls.
 template <class Source>
 concept record_source = std::move_constructible<Source> &&
@@ -44,6 +49,55 @@ concept record_source = std::move_constructible<Source> &&
   { const_source.key() } -> std::convertible_to<std::string>;
 };
 
+/// @brief A source that can name each record (`record_key`), for errors and sample contexts.
+template <class Source>
+concept keyed_record_source = record_source<Source> &&
+    requires(const Source& source, const typename Source::record_type& record) {
+  { source.record_key(record) } -> std::convertible_to<std::string>;
+};
+
+/// @brief How a pipeline keeps its own copy of a record from a source whose records do not stay
+/// valid: an owning `storage_type`, `store(record, storage)` (reusing the storage's memory, so
+/// the steady state does not allocate), and `view(storage)`, which gives the transform a record
+/// again.
+///
+/// The primary template stores the record itself, which is right for records that own their
+/// data. Specialize it for a record type that refers to memory it does not own; crema does for
+/// `std::span<const T>` (stored as a `std::vector<T>`) and `std::basic_string_view`.
+template <class Record>
+struct record_storage {
+  static_assert(!std::is_pointer_v<Record> && !std::ranges::borrowed_range<Record>,
+                "crema: this source's records are only valid until its next record, and a record "
+                "of this type refers to memory it does not own, so a copy of it would dangle; "
+                "specialize crema::record_storage for it (an owning storage_type, store, view) "
+                "or have the source return records that own their data");
+  using storage_type = Record;
+  static void store(const Record& record, storage_type& storage) { storage = record; }
+  static const Record& view(const storage_type& storage) noexcept { return storage; }
+};
+
+/// @brief Spans are stored as vectors of their elements; their capacity is reused.
+template <class T>
+struct record_storage<std::span<const T>> {
+  using storage_type = std::vector<T>;
+  static void store(std::span<const T> record, storage_type& storage) {
+    storage.assign(record.begin(), record.end());
+  }
+  static std::span<const T> view(const storage_type& storage) noexcept { return storage; }
+};
+
+/// @brief String views are stored as strings; their capacity is reused.
+template <class Char, class Traits>
+struct record_storage<std::basic_string_view<Char, Traits>> {
+  using storage_type = std::basic_string<Char, Traits>;
+  static void store(std::basic_string_view<Char, Traits> record, storage_type& storage) {
+    storage.assign(record.begin(), record.end());
+  }
+  static std::basic_string_view<Char, Traits> view(const storage_type& storage) noexcept {
+    return storage;
+  }
+};
+
 namespace detail {
 
 inline void check_shard(std::size_t rank, std::size_t world) {
@@ -53,147 +107,4 @@ inline void check_shard(std::size_t rank, std::size_t world) {
 }
 
 }  // namespace detail
-
-/// @brief A source over records held in memory (a `std::vector<Record>`), read in order.
-///
-/// Its records stay where they are, so the pipeline refers to them instead of copying.
-template <class Record>
-class vector_source {
- public:
-  using record_type = Record;
-  static constexpr bool records_are_stable = true;
-
-  /// @param records the records, owned by the source
-  /// @param name    names the data for `key()` ("vector:<name>")
-  explicit vector_source(std::vector<Record> records, std::string name = "memory")
-      : records_(std::move(records)), name_(std::move(name)) {}
-
-  [[nodiscard]] const Record* next() noexcept {
-    const std::size_t index = rank_ + next_ * world_;
-    if (index >= records_.size()) return nullptr;
-    ++next_;
-    return &records_[index];
-  }
-  void rewind() noexcept { next_ = 0; }
-  void shard(std::size_t rank, std::size_t world) {
-    detail::check_shard(rank, world);
-    rank_ = rank;
-    world_ = world;
-    next_ = 0;
-  }
-  [[nodiscard]] record_position position() const noexcept { return next_; }
-  /// @throws crema::config_error if `position` is past the end of this shard's pass
-  void seek(record_position position) {
-    if (position > size()) {
-      detail::fail<config_error>(
-          "vector_source: position {} is past the end of {} (shard {} of {} holds {} records)",
-          position, key(), rank_, world_, size());
-    }
-    next_ = position;
-  }
-  [[nodiscard]] std::string key() const { return "vector:" + name_; }
-
-  /// @return the number of records this shard yields in one pass
-  [[nodiscard]] std::size_t size() const noexcept {
-    return records_.size() > rank_ ? (records_.size() - rank_ + world_ - 1) / world_ : 0;
-  }
-  /// @return the record at `index` of the whole (unsharded) data
-  [[nodiscard]] const Record& operator[](std::size_t index) const { return records_.at(index); }
-
- private:
-  std::vector<Record> records_;
-  std::string name_;
-  std::size_t rank_ = 0;
-  std::size_t world_ = 1;
-  record_position next_ = 0;
-};
-
-/// @brief A source over any coroutine generator: each pass calls `make()` for a new one.
-///
-/// A record is the generator's own value, valid until the next `next()` (the generator resumes
-/// only then, so an exception it throws belongs to the record asked for, and the one before is
-/// never lost). Sharding skips the records of other ranks; `seek` starts a new pass and skips to
-/// the position.
-/// @tparam Record the record type the generator yields
-template <class Record>
-class generator_source {
- public:
-  using record_type = Record;
-  static constexpr bool records_are_stable = false;
-
-  /// @param make a callable returning a `crema::generator<Record>`
-  /// @param name names the data for `key()` ("generator:<name>")
-  template <class Make>
-  explicit generator_source(Make make, std::string name = "generator")
-      : make_(std::move(make)), name_(std::move(name)) {}
-
-  generator_source(generator_source&&) noexcept = default;
-  generator_source& operator=(generator_source&&) noexcept = default;
-
-  [[nodiscard]] const Record* next() {
-    if (!started_) start();
-    for (;;) {
-      if (taken_) {  // the generator computes the record asked for now, not one call ahead
-        taken_ = false;
-        ++current_;
-      }
-      if (current_ == generation_.end()) return nullptr;
-      const std::uint64_t index = index_++;
-      taken_ = true;
-      if (index % world_ == rank_) {
-        ++position_;
-        return &*current_;
-      }
-    }
-  }
-  void rewind() { started_ = false; }
-  void shard(std::size_t rank, std::size_t world) {
-    detail::check_shard(rank, world);
-    rank_ = rank;
-    world_ = world;
-    rewind();
-  }
-  [[nodiscard]] record_position position() const noexcept { return started_ ? position_ : 0; }
-  /// @throws crema::config_error if the pass ends before `position`
-  void seek(record_position position) {
-    rewind();
-    start();
-    while (position_ < position) {
-      if (next() == nullptr) {
-        detail::fail<config_error>(
-            "generator_source: position {} is past the end of {} (the pass has {} records)",
-            position, key(), position_);
-      }
-    }
-  }
-  [[nodiscard]] std::string key() const { return "generator:" + name_; }
-
- private:
-  using generator_type = generator<Record>;
-
-  void start() {
-    started_ = false;
-    index_ = 0;
-    position_ = 0;
-    taken_ = false;
-    generation_ = make_();
-    current_ = generation_.begin();
-    started_ = true;
-  }
-
-  std::function<generator_type()> make_;
-  std::string name_;
-  generator_type generation_;
-  typename generator_type::iterator current_;
-  std::size_t rank_ = 0;
-  std::size_t world_ = 1;
-  std::uint64_t index_ = 0;
-  record_position position_ = 0;
-  bool started_ = false;
-  bool taken_ = false;  // `current_` was handed out (or skipped): advance before reading again
-};
-
-static_assert(record_source<vector_source<int>>);
-static_assert(record_source<generator_source<int>>);
-
 }  // namespace crema

@@ -30,6 +30,7 @@ struct pipeline_stats {
   /// producers suspended for a free slot (backpressure)
   std::chrono::nanoseconds producer_wait{0};
   std::uint64_t producer_suspensions = 0;  ///< times a producer was suspended for a slot
+  std::vector<std::uint64_t> suspensions_by_producer;  ///< the same, per producer
   std::size_t queued_batches = 0;          ///< full batches waiting for their consumer now
   std::size_t free_slots = 0;              ///< slots free for producers now
   std::size_t waiting_producers = 0;       ///< producers suspended for a free slot now

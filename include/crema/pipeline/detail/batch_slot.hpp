@@ -1,38 +1,91 @@
 #pragma once
 
+#include <crema/pipeline/sample_context.hpp>
 #include <crema/pipeline/source.hpp>
+#include <crema/pipeline/transform.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace crema::detail {
 
 // Where one record of a batch came from: its pass over the source and its position in that pass.
 // A batch may wrap into the next pass (or several, when the source is shorter than a batch), so
-// this is kept per record: errors name the record exactly.
+// this is kept per record: errors name the record exactly, and the sample context is exact.
 struct record_origin {
   std::uint64_t epoch = 0;
   record_position position = 0;
 };
 
-// One batch's worth of storage, made once and reused: the records a producer claimed (pointers
-// into the source when its records are stable, else into `copies`), the items the transform
-// made from them, and where the batch stands.
-template <class Record, class Item>
-struct batch_slot {
-  batch_slot(std::size_t batch_size, bool copy_records)
-      : records(batch_size, nullptr),
-        copies(copy_records ? batch_size : 0),
-        items(batch_size),
-        origins(batch_size) {}
+// Stable sources need no storage of the pipeline's own.
+struct no_record_storage {
+  struct storage_type {};
+};
 
-  std::vector<const Record*> records;
-  std::vector<Record> copies;
-  std::vector<Item> items;
+// One batch's worth of storage, made once per slot and reused: the records a producer claimed
+// (pointers into the source when its records are stable, else copies in the slot's own storage,
+// made before the source is asked for the next record), their origins, and what the transform
+// makes of them: one item per record, or one batch object.
+template <class Source, class Transform>
+struct batch_slot {
+  using record_type = typename Source::record_type;
+  static constexpr bool copies_records = !Source::records_are_stable;
+  using storage_policy =
+      std::conditional_t<copies_records, record_storage<record_type>, no_record_storage>;
+  using storage_type = typename storage_policy::storage_type;
+  static constexpr bool holds_batch = batch_transform<Transform, record_type>;
+  using item_type = typename item_type_of<Transform, record_type>::type;
+
+  template <class MakeBatch>
+  batch_slot(std::size_t batch_size, MakeBatch&& make_batch)
+      : records(copies_records ? 0 : batch_size, nullptr),
+        copies(copies_records ? batch_size : 0),
+        origins(batch_size) {
+    if constexpr (holds_batch) {
+      batch.emplace(make_batch());
+    } else {
+      items.resize(batch_size);
+    }
+  }
+
+  // A slot that holds nothing: the marker that ends a consumer's single pass.
+  struct marker_tag {};
+  explicit batch_slot(marker_tag) noexcept {}
+
+  // Record `i`, as the transform sees it.
+  [[nodiscard]] decltype(auto) record(std::size_t i) const {
+    if constexpr (copies_records) {
+      return storage_policy::view(copies[i]);
+    } else {
+      return static_cast<const record_type&>(*records[i]);
+    }
+  }
+
+  // Keeps `record` as record `size` of the batch (a pointer, or a copy).
+  void keep(const record_type& record) {
+    if constexpr (copies_records) {
+      storage_policy::store(record, copies[size]);
+    } else {
+      records[size] = &record;
+    }
+  }
+
+  [[nodiscard]] batch_info info() const noexcept {
+    return {consumer, size, sequence, epoch, first_position};
+  }
+
+  std::vector<const record_type*> records;
+  std::vector<storage_type> copies;
   std::vector<record_origin> origins;  // per record; entry `size` is the record being read
+  std::vector<std::conditional_t<holds_batch, char, item_type>> items;
+  std::optional<typename batch_type_of<Transform, record_type>::type> batch;
+  std::size_t consumer = 0;            // the consumer the slot belongs to
   std::size_t size = 0;                // records in this batch (the last of a pass may be short)
-  std::uint64_t sequence = 0;          // the consumer's batch number: order of the claims
+  std::uint64_t sequence = 0;          // the consumer's batch number
   std::uint64_t epoch = 0;             // pass of the first record
   record_position first_position = 0;  // position of the first record in its pass
 };
