@@ -58,6 +58,13 @@ class emulated_event {
   void wait() const {
     if (state_) state_->wait_for(ticket_);
   }
+  /// @return whether the work queued before the event has finished and none of it failed;
+  ///         never blocks
+  [[nodiscard]] bool ready_without_failure() const {
+    if (!state_) return true;
+    std::scoped_lock lock(state_->mutex);
+    return state_->completed >= ticket_ && !state_->failure;
+  }
 
  private:
   friend class emulated_stream;
@@ -148,6 +155,14 @@ class emulated_stream {
   /// @brief Blocks until the work launched so far has finished.
   /// @throws whatever that work threw, if it threw
   void synchronize() { record().wait(); }
+
+  /// @brief Makes the work launched from now on wait for `event` (`cudaStreamWaitEvent`): the
+  /// worker waits, not the caller. An inline stream waits in the caller, as it runs its work
+  /// there. A failure of the work `event` waits for fails this stream's next work too.
+  void wait(const event_type& event) {
+    if (event.ready_without_failure()) return;
+    launch([event] { event.wait(); });
+  }
 
   /// @return whether this stream runs its work in the caller
   [[nodiscard]] bool is_inline() const noexcept { return !worker_.joinable(); }

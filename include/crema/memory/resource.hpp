@@ -37,11 +37,15 @@ concept stream_event = std::movable<Event> && std::default_initializable<Event> 
 /// @brief An ordered queue of device work: a CUDA stream, or its emulated twin.
 ///
 /// `record()` returns an event that becomes ready when the work queued so far has finished;
-/// `synchronize()` blocks until all of it has.
+/// `synchronize()` blocks until all of it has; `wait(event)` makes the work queued from now on
+/// wait for `event`, without blocking the host (`cudaStreamWaitEvent`), which is how one stream
+/// uses what another produced.
 template <class Stream>
-concept stream_policy = stream_event<typename Stream::event_type> && requires(Stream& stream) {
+concept stream_policy = stream_event<typename Stream::event_type> &&
+    requires(Stream& stream, const typename Stream::event_type& event) {
   { stream.record() } -> std::same_as<typename Stream::event_type>;
   stream.synchronize();
+  stream.wait(event);
 };
 
 /// @brief Device memory and the copies between it and host memory.

@@ -181,6 +181,26 @@ class synced_buffer {
     access(operation::read_device);
     return {device_data_, size_};
   }
+  /// @brief The device copy for reading by work queued on `stream`, without blocking the host:
+  /// an upload still in flight is waited for by `stream` (`stream.wait`), and a newer host copy
+  /// is uploaded on `stream` itself (asynchronously), so `stream`'s later work sees the data.
+  /// Otherwise as `device()`. The head becomes `synced` once the upload has finished.
+  /// @throws crema::allocation_error if the device side cannot be allocated
+  [[nodiscard]] device_span<const T> device(stream_type& stream) const {
+    if (pending_) {
+      if (head_ == crema::head::at_host) {  // an upload: the device side is not written yet
+        stream.wait(pending_event_);
+        return {device_data_, size_};
+      }
+      // A download reads the device side, which stays as it is: reading it too is fine.
+      if (device_data_ != nullptr) return {device_data_, size_};
+    }
+    if (head_ == crema::head::at_host && size_ != 0) {
+      access(operation::upload_async, &stream);
+      return {device_data_, size_};
+    }
+    return device();
+  }
   /// @brief The device copy for writing: as `device()`, then the device becomes the head.
   [[nodiscard]] device_span<T> mutable_device() {
     access(operation::write_device);

@@ -102,6 +102,15 @@ class cuda_stream {
   /// @brief Blocks until the work queued so far has finished.
   void synchronize() { CREMA_CUDA_TRY(cudaStreamSynchronize(stream_)); }
 
+  /// @brief Makes the work queued on this stream from now on wait for `event`
+  /// (`cudaStreamWaitEvent`); the host does not wait. An empty event is nothing to wait for.
+  /// @throws crema::cuda_error if CUDA refuses
+  void wait(const cuda_event& event) {
+    if (event.native_handle() != nullptr) {
+      CREMA_CUDA_TRY(cudaStreamWaitEvent(stream_, event.native_handle(), 0));
+    }
+  }
+
   /// @return the CUDA handle
   [[nodiscard]] cudaStream_t native_handle() const noexcept { return stream_; }
   /// @return the device the stream belongs to
