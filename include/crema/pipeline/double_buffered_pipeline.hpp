@@ -310,7 +310,13 @@ class double_buffered_pipeline {
     // Counts that cannot fit are refused before anything is allocated: a slip of a digit would
     // otherwise end in std::bad_alloc, or in the machine swapping while the slots are made.
     static void check_memory(const pipeline_options& chosen) {
-      constexpr std::size_t per_item = slot_type::holds_batch ? 0 : sizeof(item_type);
+      constexpr std::size_t per_item = [] {
+        if constexpr (slot_type::holds_batch) {
+          return std::size_t{0};  // a batch object's own memory is its business
+        } else {
+          return sizeof(item_type);
+        }
+      }();
       constexpr std::size_t per_record =
           sizeof(const record_type*) + per_item + sizeof(detail::record_origin) +
           (Source::records_are_stable ? 0 : sizeof(typename slot_type::storage_type));

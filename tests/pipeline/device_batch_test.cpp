@@ -1,0 +1,243 @@
+// Device-ready batches: a batch transform fills device_batches that the producers upload, so the
+// consumer gets batches already on (or on their way to) its device, on the emulated device.
+
+#include <crema/pipeline/device_batch.hpp>
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+
+#include "common/recording_device_resource.hpp"
+#include "common/watchdog.hpp"
+#include "pipeline/numbers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using crema::pipeline_mode;
+using crema::test::numbers;
+
+constexpr crema::record_shape shape{3, 4, 4};
+using batch_type = crema::device_batch<float, crema::host_malloc_resource,
+                                       crema::test::recording_device_resource>;
+
+// Each consumer has its own emulated device and upload stream; record r fills its pixels and its
+// label with r.
+struct fill_batch {
+  using batch_type = ::batch_type;
+  std::vector<std::shared_ptr<crema::emulated_stream>> streams;
+  std::vector<crema::test::recording_device_resource> devices;
+
+  batch_type make_batch(const crema::batch_context& where) const {
+    return batch_type(where.batch_size, shape, streams.at(where.consumer), {},
+                      devices.at(where.consumer));
+  }
+  void operator()(const int& record, batch_type& batch, const crema::sample_context& sample) const {
+    const auto pixels = batch.record(sample.index);
+    std::fill(pixels.begin(), pixels.end(), static_cast<float>(record));
+    batch.set_label(sample.index, static_cast<float>(record));
+  }
+};
+
+// The emulated devices and streams of `consumers` consumers, and the transform that uses them.
+struct rig {
+  explicit rig(std::size_t consumers) : devices(consumers) {
+    for (std::size_t c = 0; c < consumers; ++c) {
+      transform.streams.push_back(std::make_shared<crema::emulated_stream>());
+      transform.devices.emplace_back(devices[c]);
+    }
+  }
+  std::deque<crema::emulated_device> devices;
+  fill_batch transform;
+};
+
+// The records a batch holds, read back from (emulated) device memory; `on_device` points at it.
+std::vector<float> labels_of(const float* on_device, std::size_t size) {
+  return {on_device, on_device + size};
+}
+
+}  // namespace
+
+TEST_SUITE("device_batch") {
+  TEST_CASE("each batch is uploaded once per buffer by its producer, never on the consumer's "
+            "thread, and arrives whole on the consumer's device") {
+    crema::test::watchdog guard(60s, "device batches");
+    rig setup(2);
+    std::mutex mutex;
+    std::set<std::thread::id> consumer_threads;
+    std::vector<int> seen;
+    std::atomic<int> wrong{0};
+    std::vector<std::size_t> delivered(2);
+    {
+      crema::double_buffered_pipeline pipe{numbers(403),
+                                           setup.transform,
+                                           {.batch_size = 8,
+                                            .prefetch = 3,
+                                            .producers = 3,
+                                            .threads = 2,
+                                            .consumers = 2,
+                                            .mode = pipeline_mode::single_pass}};
+      std::vector<std::thread> consumers;
+      for (std::size_t c = 0; c < 2; ++c) {
+        consumers.emplace_back([&, c] {
+          {
+            std::scoped_lock lock(mutex);
+            consumer_threads.insert(std::this_thread::get_id());
+          }
+          for (auto batch : pipe.consumer(c)) {
+            ++delivered[c];
+            // device() waits for the upload on the host; the emulated device's memory can be read
+            // here, as a kernel would read a real one.
+            const float* pixels = batch->data.device().data();
+            const auto labels = labels_of(batch->labels.device().data(), batch->size());
+            for (std::size_t i = 0; i < batch->size(); ++i) {
+              const float* record = pixels + i * shape.elements();
+              if (!std::all_of(record, record + shape.elements(),
+                               [&](float v) { return v == labels[i]; })) {
+                ++wrong;
+              }
+            }
+            std::scoped_lock lock(mutex);
+            for (float label : labels) seen.push_back(static_cast<int>(label));
+          }
+        });
+      }
+      for (auto& consumer : consumers) consumer.join();
+    }
+    CHECK(wrong.load() == 0);
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == crema::test::first_numbers(403));
+    for (std::size_t c = 0; c < 2; ++c) {
+      const auto uploads = setup.transform.devices[c].uploads();
+      CHECK(uploads.size() == 2 * delivered[c]);  // data and labels, once each per batch
+      for (const auto& upload : uploads) {
+        CHECK(upload.asynchronous);
+        CHECK(consumer_threads.count(upload.thread) == 0);
+      }
+    }
+  }
+
+  TEST_CASE("a slot released after the consumer's device work is not rewritten while that work "
+            "runs") {
+    crema::test::watchdog guard(60s, "release_after");
+    rig setup(1);
+    crema::emulated_stream compute;  // the consumer's stream: its "kernels" run late
+    std::atomic<int> wrong{0};
+    std::atomic<int> checked{0};
+    {
+      crema::double_buffered_pipeline pipe{
+          numbers(1000), setup.transform,
+          {.batch_size = 4, .prefetch = 2, .producers = 2, .threads = 2}};
+      auto consumer = pipe.consumer(0);
+      for (int step = 0; step < 150; ++step) {
+        auto batch = consumer.pull();
+        REQUIRE(batch);
+        const std::size_t size = batch->size();
+        // The batch's records, as the pipeline dealt them: batch g holds records 4g .. 4g + 3.
+        const float first = static_cast<float>((batch.sequence() * 4) % 1000);
+        const float* pixels = batch->data.device(compute).data();  // compute waits for the copy
+        compute.launch([&, pixels, size, first, step] {
+          std::this_thread::sleep_for(step % 10 == 0 ? 3ms : 200us);  // a slow kernel
+          for (std::size_t i = 0; i < size; ++i) {
+            const float* record = pixels + i * shape.elements();
+            const float value = first + static_cast<float>(i);
+            if (!std::all_of(record, record + shape.elements(),
+                             [&](float v) { return v == value; })) {
+              ++wrong;
+            }
+          }
+          ++checked;
+        });
+        batch.release_after(compute.record());  // refilled only once that kernel is done
+      }
+      compute.synchronize();
+    }
+    CHECK(checked.load() == 150);
+    CHECK(wrong.load() == 0);
+  }
+
+  TEST_CASE("stop from every state, with uploads and device work in flight, frees every byte") {
+    crema::test::watchdog guard(60s, "device batch stop");
+    rig setup(2);
+    const auto live = [&] {
+      return setup.devices[0].stats().live_bytes + setup.devices[1].stats().live_bytes;
+    };
+    {
+      // Producers suspended on full pools, uploads queued behind a slow upload stream.
+      setup.transform.streams[0]->launch([] { std::this_thread::sleep_for(20ms); });
+      crema::double_buffered_pipeline pipe{
+          numbers(100), setup.transform,
+          {.batch_size = 4, .prefetch = 2, .producers = 3, .threads = 2, .consumers = 2}};
+      while (pipe.stats().waiting_producers == 0) std::this_thread::sleep_for(1ms);
+    }
+    CHECK(live() == 0);
+    std::optional<decltype(std::declval<crema::double_buffered_pipeline<
+                                            crema::vector_source<int>, fill_batch>&>()
+                               .consumer(0)
+                               .pull())>
+        kept;
+    {
+      // Leases held past the pipeline, released after device work that is still queued.
+      crema::emulated_stream compute;
+      compute.launch([] { std::this_thread::sleep_for(20ms); });
+      crema::double_buffered_pipeline pipe{
+          numbers(100), setup.transform,
+          {.batch_size = 4, .prefetch = 2, .consumers = 2}};
+      auto first = pipe.consumer(0).pull();
+      kept.emplace(pipe.consumer(1).pull());
+      (void)first->data.device(compute);
+      first.release_after(compute.record());
+    }
+    REQUIRE(kept);
+    CHECK(static_cast<bool>(*kept));
+    kept.reset();
+    CHECK(live() == 0);
+    {
+      // A consumer waiting for a slow transform when the pipeline goes.
+      auto slow = setup.transform;
+      struct slow_fill : fill_batch {
+        void operator()(const int& record, batch_type& batch,
+                        const crema::sample_context& sample) const {
+          std::this_thread::sleep_for(5ms);
+          fill_batch::operator()(record, batch, sample);
+        }
+      };
+      auto pipe = std::make_unique<crema::double_buffered_pipeline<crema::vector_source<int>,
+                                                                    slow_fill>>(
+          numbers(100), slow_fill{slow}, crema::pipeline_options{.batch_size = 50});
+      std::thread waiting([&, handle = pipe->consumer(0)]() mutable { CHECK_FALSE(handle.pull()); });
+      std::this_thread::sleep_for(20ms);
+      pipe.reset();
+      waiting.join();
+    }
+    CHECK(live() == 0);
+  }
+
+  TEST_CASE("a thousand pipelines of device batches are made, used and destroyed cleanly") {
+    crema::test::watchdog guard(300s, "1000 device cycles");
+    rig setup(2);
+    for (int cycle = 0; cycle < 1000; ++cycle) {
+      crema::double_buffered_pipeline pipe{
+          numbers(37),
+          setup.transform,
+          {.batch_size = 5,
+           .prefetch = 2,
+           .producers = 1 + static_cast<std::size_t>(cycle % 3),
+           .threads = 1 + static_cast<std::size_t>(cycle % 2),
+           .consumers = 1 + static_cast<std::size_t>(cycle % 2),
+           .mode = cycle % 2 == 0 ? pipeline_mode::single_pass : pipeline_mode::repeat}};
+      auto consumer = pipe.consumer(0);
+      for (int pulls = 0; pulls < cycle % 3; ++pulls) (void)consumer.pull();
+    }
+    CHECK(setup.devices[0].stats().live_bytes == 0);
+    CHECK(setup.devices[1].stats().live_bytes == 0);
+  }
+}
