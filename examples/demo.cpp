@@ -1,9 +1,9 @@
 // crema-demo: walks a synced_buffer through every head state, the way a Caffe-style engine uses
 // a blob over one training step, and prints what each access cost. Then does the same flow with
 // the head checked at compile time, and an asynchronous upload on an emulated stream. Then feeds
-// a small training loop from a double_buffered_pipeline over a data set it makes itself, and
-// finally trains a tiny model data-parallel on two solver threads that a pipeline feeds and
-// p2p_sync keeps in step, as Caffe's P2PSync did.
+// a small training loop with device batches that a double_buffered_pipeline fills and uploads on
+// its producers' side, and finally trains a tiny model data-parallel on two solver threads that
+// a pipeline feeds and p2p_sync keeps in step, as Caffe's P2PSync did.
 //
 // Runs on any machine: the device is crema's emulated device (host memory, counted transfers).
 
@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <cstdint>
 #include <numeric>
 #include <string_view>
@@ -93,12 +94,26 @@ std::vector<image> make_images(std::size_t count) {
   return images;
 }
 
-// Scales pixels to [0, 1] into a preallocated item: no allocation per record.
-struct to_floats {
-  using item_type = std::array<float, 3 * 8 * 8>;
-  void operator()(const image& pixels, item_type& out) const {
-    std::transform(pixels.begin(), pixels.end(), out.begin(),
-                   [](std::uint8_t p) { return static_cast<float>(p) / 255.0f; });
+// Fills device batches on the producers' threads: pixels scaled to [0, 1] with a random
+// brightness jitter drawn from the record's own generator (the same on every run), the label
+// from the first byte. The batch's finishing step uploads it on the consumer device's stream.
+struct to_device_batch {
+  using batch_type = crema::device_batch<float>;
+  std::shared_ptr<crema::emulated_stream> uploads;
+  crema::emulated_device* device;
+
+  batch_type make_batch(const crema::batch_context& where) const {
+    return batch_type(where.batch_size, {3, 8, 8}, uploads, {},
+                      crema::emulated_device_resource{*device});
+  }
+  void operator()(const image& pixels, batch_type& batch,
+                  const crema::sample_context& sample) const {
+    auto rng = sample.rng();
+    const float jitter = static_cast<float>(rng.uniform(0.9, 1.1));
+    std::ranges::transform(pixels, batch.record(sample.index).begin(), [&](std::uint8_t p) {
+      return static_cast<float>(p) / 255.0f * jitter;
+    });
+    batch.set_label(sample.index, static_cast<float>(pixels[0] % 10));
   }
 };
 
@@ -106,30 +121,37 @@ void pipeline_training(crema::emulated_device& device) {
   constexpr std::size_t batch_size = 32;
   constexpr std::size_t steps = 100;
   fmt::print(
-      "a training loop fed by a pipeline: {} steps of {} images, 4 producers on 2 "
-      "threads:\n",
+      "a training loop fed by a pipeline: {} steps of {} images, 4 producers on 2 threads "
+      "filling and uploading device batches:\n",
       steps, batch_size);
-  crema::double_buffered_pipeline pipe{
-      crema::vector_source<image>(make_images(1000), "demo"),
-      to_floats{},
-      {.batch_size = batch_size, .prefetch = 4, .producers = 4, .threads = 2, .ordered = true}};
   const auto before = device.stats();
-  blob data(batch_size * 3 * 8 * 8, {}, crema::emulated_device_resource{device});
-  auto consumer = pipe.consumer(0);
+  crema::emulated_stream compute;  // the training step's stream
   double checksum = 0;
-  for (std::size_t step = 0; step < steps; ++step) {
-    auto batch = consumer.pull();
-    auto host = data.mutable_host();
-    for (std::size_t i = 0; i < batch->size(); ++i) {
-      std::copy(batch->items()[i].begin(), batch->items()[i].end(), host.begin() + i * 3 * 8 * 8);
+  {
+    crema::double_buffered_pipeline pipe{
+        crema::vector_source<image>(make_images(1000), "demo"),
+        to_device_batch{std::make_shared<crema::emulated_stream>(), &device},
+        {.batch_size = batch_size,
+         .prefetch = 4,
+         .producers = 4,
+         .threads = 2,
+         .ordered = true,
+         .seed = 7}};
+    auto consumer = pipe.consumer(0);
+    for (std::size_t step = 0; step < steps; ++step) {
+      auto batch = consumer.pull();
+      // The "forward pass" reads the batch on the device: its stream waits for the upload the
+      // producer started, the host does not.
+      const float* pixels = batch->data.device(compute).data();
+      compute.launch([&checksum, pixels] { checksum += static_cast<double>(pixels[0]); });
+      batch.release_after(compute.record());  // the slot is refilled after the step read it
     }
-    batch.reset();                         // the slot goes back to the producers now
-    const auto on_device = data.device();  // the "forward pass" reads the batch on the device
-    checksum += static_cast<double>(on_device.data()[0]);
+    compute.synchronize();
+    fmt::print("  pipeline: {}\n", pipe.stats());
   }
   const auto after = device.stats();
-  fmt::print("  {} uploads for {} steps; checksum {:.4f}\n  pipeline: {}\n",
-             after.uploads - before.uploads, steps, checksum, pipe.stats());
+  fmt::print("  {} uploads for {} steps (data and labels, by the producers); checksum {:.4f}\n",
+             after.uploads - before.uploads, steps, checksum);
 }
 
 // A linear regression sample: y = w* . x, with w* = (1, -2, 3, -4, 5, -6, 7, -8) / 8.

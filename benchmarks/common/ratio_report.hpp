@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <fmt/os.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -33,7 +34,17 @@ class ratio_reporter : public benchmark::ConsoleReporter {
       if (name.starts_with("crema/")) record(crema_, name.substr(6), nanoseconds, median);
       if (name.starts_with("baseline/")) record(baseline_, name.substr(9), nanoseconds, median);
       record(all_, name, nanoseconds, median);
+      for (const auto& [counter, value] : run.counters) {
+        auto& entry = counters_[name + "#" + counter];
+        if (median || !entry.median) entry = {value.value, median};
+      }
     }
+  }
+
+  // A user counter of a benchmark by its full name ("crema/x", "consumer_cpu_ns"); 0 if none.
+  [[nodiscard]] double counter(const std::string& name, const std::string& counter_name) const {
+    const auto found = counters_.find(name + "#" + counter_name);
+    return found == counters_.end() ? 0.0 : found->second.nanoseconds;
   }
 
   // The time of any benchmark by its full name ("reference/memcpy"), in nanoseconds per
@@ -89,7 +100,30 @@ class ratio_reporter : public benchmark::ConsoleReporter {
   std::map<std::string, figure> crema_;
   std::map<std::string, figure> baseline_;
   std::map<std::string, figure> all_;
+  std::map<std::string, figure> counters_;
 };
+
+// The processor's model name, as the kernel gives it (Google Benchmark prints the caches but not
+// the model, and figures from one machine say little about another).
+inline std::string cpu_model() {
+  std::string model = "unknown processor";
+  if (std::FILE* info = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, info)) {
+      const std::string_view text(line);
+      if (text.starts_with("model name")) {
+        const auto colon = text.find(':');
+        if (colon != std::string_view::npos) {
+          model = std::string(text.substr(colon + 2));
+          if (!model.empty() && model.back() == '\n') model.pop_back();
+        }
+        break;
+      }
+    }
+    std::fclose(info);
+  }
+  return model;
+}
 
 // Runs the registered benchmarks and prints the ratios, then whatever `epilogue(reporter)`
 // prints; returns the process exit code.
@@ -113,6 +147,7 @@ int run_with_ratios(
   ratio_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
+  fmt::print("\nmachine: {} (cache sizes in the benchmark's header above)\n", cpu_model());
   const int pairs = reporter.finish(title, json_path);
   epilogue(reporter);
   return pairs > 0 ? 0 : 1;

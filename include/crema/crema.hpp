@@ -19,6 +19,7 @@
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
 #include <crema/memory/typed_buffer.hpp>
+#include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/generator_source.hpp>
 #include <crema/pipeline/indexed_source.hpp>
