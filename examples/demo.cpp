@@ -147,11 +147,17 @@ void pipeline_training(crema::emulated_device& device) {
       batch.release_after(compute.record());  // the slot is refilled after the step read it
     }
     compute.synchronize();
-    fmt::print("  pipeline: {}\n", pipe.stats());
+    pipe.stop();
+    const auto stats = pipe.stats();
+    const auto after = device.stats();
+    fmt::print("  pipeline: {}\n", stats);
+    fmt::print(
+        "  {} uploads per batch made (data and labels, started by the producers); checksum "
+        "{:.4f}\n",
+        static_cast<double>(after.uploads - before.uploads) /
+            static_cast<double>(stats.batches_produced),
+        checksum);
   }
-  const auto after = device.stats();
-  fmt::print("  {} uploads for {} steps (data and labels, by the producers); checksum {:.4f}\n",
-             after.uploads - before.uploads, steps, checksum);
 }
 
 // A linear regression sample: y = w* . x, with w* = (1, -2, 3, -4, 5, -6, 7, -8) / 8.
@@ -258,9 +264,6 @@ int main() {
     return 1;
   }
   const auto total = device.stats();
-  fmt::print(
-      "total: {} uploads ({} bytes), {} downloads ({} bytes), {} device allocations, "
-      "{} bytes still allocated\n",
-      total.uploads, total.bytes_uploaded, total.downloads, total.bytes_downloaded,
-      total.allocations, total.live_bytes);
+  fmt::print("total: {} downloads ({} bytes), {} bytes still allocated on the device\n",
+             total.downloads, total.bytes_downloaded, total.live_bytes);
 }
