@@ -254,6 +254,9 @@ class double_buffered_pipeline {
   [[nodiscard]] const pipeline_options& options() const noexcept { return core_->options; }
 
  private:
+  // How often a waiting consumer looks for producers held by slots parked in an incomplete group.
+  static constexpr std::chrono::milliseconds kick_interval{2};
+
   enum class wait_kind {
     none,            // try_pull: take what is there
     until_deadline,  // pull_until: wait, then report a timeout
@@ -271,20 +274,24 @@ class double_buffered_pipeline {
       channels.reserve(options.consumers);
       for (std::size_t consumer = 0; consumer < options.consumers; ++consumer) {
         std::size_t slot_index = 0;
-        channels.push_back(std::make_shared<channel_type>(
+        auto& made = channels.emplace_back(std::make_shared<channel_type>(
             options.prefetch,
             [&] {
-              slot_type made(options.batch_size, [&] {
+              slot_type slot(options.batch_size, [&] {
                 if constexpr (slot_type::holds_batch) {
                   return prototype.make_batch(
                       batch_context{consumer, slot_index, options.batch_size});
                 }
               });
-              made.consumer = consumer;
+              slot.consumer = consumer;
               ++slot_index;
-              return made;
+              return slot;
             },
             pool));
+        // A consumer's release wakes a waiting producer once per half its slots, not once per
+        // slot: the wake-up (a system call when the producer's thread sleeps) is the largest
+        // cost left on the consumer's thread. Consumers kick before they wait.
+        made->free_slots().wake_in_groups(std::max<std::size_t>(1, options.prefetch / 2));
       }
     }
 
@@ -465,9 +472,11 @@ class double_buffered_pipeline {
             slot.size = 0;
             return false;
           }
-          context.epoch = slot.origins[i].epoch;
-          context.position = slot.origins[i].position;
-          context.index = i;
+          if constexpr (wants_context) {
+            context.epoch = slot.origins[i].epoch;
+            context.position = slot.origins[i].position;
+            context.index = i;
+          }
           run_transform(transform, slot, i, context);
         }
       } catch (...) {
@@ -501,6 +510,10 @@ class double_buffered_pipeline {
       return true;
     }
 
+    // Whether the transform is given a sample context (else filling one per record is skipped).
+    static constexpr bool wants_context =
+        slot_type::holds_batch || detail::takes_context<Transform, record_type>();
+
     sample_context context_for(const slot_type& slot, std::size_t producer) const noexcept {
       sample_context context;
       context.seed = options.seed;
@@ -508,12 +521,11 @@ class double_buffered_pipeline {
       context.consumer = slot.consumer;
       context.sequence = slot.sequence;
       if constexpr (keyed_record_source<Source>) {
-        detail::sample_context_keys::attach(context, &body->source,
-                                            [](const void* source, const void* record) {
-                                              return std::string(
-                                                  static_cast<const Source*>(source)->record_key(
-                                                      *static_cast<const record_type*>(record)));
-                                            });
+        detail::sample_context_keys::attach(
+            context, &body->source, [](const void* source, const void* record) {
+              return std::string(static_cast<const Source*>(source)->record_key(
+                  *static_cast<const record_type*>(record)));
+            });
       }
       return context;
     }
@@ -521,7 +533,7 @@ class double_buffered_pipeline {
     void run_transform(Transform& transform, slot_type& slot, std::size_t i,
                        sample_context& context) {
       const auto& record = slot.record(i);  // a view of the slot's copy lives to the end here
-      detail::sample_context_keys::point_at(context, &record);
+      if constexpr (wants_context) detail::sample_context_keys::point_at(context, &record);
       if constexpr (slot_type::holds_batch) {
         std::invoke(transform, record, *slot.batch, std::as_const(context));
       } else {
@@ -676,7 +688,10 @@ class double_buffered_pipeline {
         if (failing) {
           if (!target.try_pop(slot)) rethrow_error();
         } else if (kind == wait_kind::none) {
-          if (!target.try_pop(slot)) return {pull_status::timeout, {}};
+          if (!target.try_pop(slot)) {
+            kick_all();
+            return {pull_status::timeout, {}};
+          }
         } else {
           if (target.outstanding.load(std::memory_order_relaxed) == options.prefetch) {
             // Every slot of this consumer is leased: nothing can arrive, waiting would hang.
@@ -721,11 +736,20 @@ class double_buffered_pipeline {
       } finishing{*this, target, asked};
       const bool checks_stalls = kind == wait_kind::stall_checked &&
                                  options.stall_timeout != std::chrono::milliseconds::max();
+      clock::time_point next_stall_check =
+          checks_stalls ? detail::deadline_after(options.stall_timeout) : clock::time_point::max();
       for (;;) {
-        clock::time_point until = deadline;
-        if (checks_stalls) until = std::min(deadline, detail::deadline_after(options.stall_timeout));
+        // Producers may wait for slots released in a group not yet complete, on any consumer's
+        // side (the claim this consumer needs may be behind them): let them go before sleeping,
+        // and again every slice of the wait, since another consumer may park a slot meanwhile.
+        kick_all();
+        const clock::time_point until =
+            std::min({deadline, next_stall_check, detail::deadline_after(kick_interval)});
         if (target.pop_until(slot, until)) return true;
-        if (!checks_stalls) return false;
+        const auto now = clock::now();
+        if (now >= deadline) return false;
+        if (now < next_stall_check) continue;
+        next_stall_check = detail::deadline_after(options.stall_timeout);
         if (const auto holder = holder_of(index)) {
           detail::fail<pipeline_error>(
               "pipeline: consumer {} waited {} ms for a batch while the producers wait for a "
@@ -735,6 +759,10 @@ class double_buffered_pipeline {
               channels[*holder]->outstanding.load(std::memory_order_relaxed));
         }
       }
+    }
+
+    void kick_all() {
+      for (const auto& each : channels) each->free_slots().kick();
     }
 
     // The consumer that holds consumer `waiting` back, if one does: every running producer
@@ -761,8 +789,7 @@ class double_buffered_pipeline {
     }
 
     static std::size_t waiting_producers(channel_type& target) {
-      const std::int64_t free_now = target.free_slots().available();
-      return free_now < 0 ? static_cast<std::size_t>(-free_now) : 0;
+      return target.free_slots().waiting();
     }
 
     pull_result_type deliver(const std::shared_ptr<channel_type>& target, slot_type* slot) {

@@ -76,11 +76,7 @@ class queue_pair {
   // A batch is often a few microseconds away: spin that long before sleeping, since waking a
   // sleeping consumer costs the producer a system call.
   bool spin_pop(Slot*& slot) {
-    for (int spin = 0; spin < detail::spin_limit; ++spin) {
-      if (full_.try_dequeue(slot)) return true;
-      detail::cpu_relax();
-    }
-    return false;
+    return detail::spin_until([&] { return full_.try_dequeue(slot); });
   }
 
   slot_pool<Slot, Executor> free_;

@@ -5,6 +5,7 @@
 #include <crema/core/error.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +25,24 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// How long crema spins on a queue before it sleeps or suspends: a few microseconds of `pause`.
-inline constexpr int spin_limit = 512;
+// How long crema spins on a queue before it sleeps or suspends. A wake-up through the kernel
+// costs a few microseconds on both sides, so spinning about as long pays when the thing waited for
+// is that close, and costs little when it is not. Bounded by time, not by a count of `pause`
+// instructions, whose length differs tenfold between processors.
+inline constexpr std::chrono::nanoseconds spin_time{2000};
+
+// Spins until `done()` or `spin_time` has passed; returns `done()`.
+template <class Done>
+bool spin_until(Done&& done) noexcept(noexcept(done())) {
+  const auto until = std::chrono::steady_clock::now() + spin_time;
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
 
 }  // namespace detail
 
@@ -72,15 +89,33 @@ class slot_pool {
   [[nodiscard]] auto acquire() noexcept { return awaiter{this}; }
 
   /// @brief Gives a slot back: to a waiting coroutine (resumed on the executor), else to the pool.
+  /// With `wake_in_groups(n)`, a slot a coroutine waits for is parked instead until `n` are, and
+  /// the coroutine that `n`-th release resumes takes them all: one wake-up per `n` releases.
   void release(Slot* slot) {
-    if (available_.fetch_add(1, std::memory_order_acq_rel) < 0) {
-      waiter* next = pop_waiter();
-      next->result.slot = slot;
-      executor_->post(next->coroutine);
-    } else {
+    if (available_.fetch_add(1, std::memory_order_acq_rel) >= 0) {
       free_.enqueue(slot);
+      return;
     }
+    if (group_ == 1) {
+      hand_over(pop_waiter(), slot);
+      return;
+    }
+    // The slot belongs to a waiter; counted first, so whoever wakes the parked knows to expect it.
+    const std::size_t parked = parked_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    parked_.enqueue(slot);
+    if (parked >= group_) wake_parked();
   }
+
+  /// @brief Resumes the coroutines that parked slots belong to now, however few the slots: for
+  /// a consumer about to wait for what those coroutines make. Cheap when nothing is parked.
+  void kick() {
+    if (parked_count_.load(std::memory_order_acquire) != 0) wake_parked();
+  }
+
+  /// @brief Makes `release` wake a waiting coroutine once per `slots` released slots (1, the
+  /// default, wakes one per slot). Whoever waits for what the coroutines make must `kick()`
+  /// first. Call before the pool is shared.
+  void wake_in_groups(std::size_t slots) noexcept { group_ = slots == 0 ? 1 : slots; }
 
   /// @brief Wakes every waiting coroutine with no slot; every later `acquire()` gets none.
   /// Idempotent.
@@ -88,10 +123,11 @@ class slot_pool {
     if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
     // Permits that no slot backs: later acquirers see `stopped_` and take none.
     const std::int64_t before = available_.fetch_add(stop_permits, std::memory_order_acq_rel);
-    for (std::int64_t i = before; i < 0; ++i) {
-      waiter* next = pop_waiter();
-      next->result.slot = nullptr;
-      executor_->post(next->coroutine);
+    for (std::int64_t i = before; i < 0; ++i) hand_over(pop_waiter(), nullptr);
+    // The waiters of parked slots were not counted above: their permits were granted.
+    for (std::size_t parked = parked_count_.exchange(0, std::memory_order_acq_rel); parked > 0;
+         --parked) {
+      hand_over(pop_waiter(), nullptr);
     }
   }
 
@@ -102,6 +138,12 @@ class slot_pool {
   [[nodiscard]] std::int64_t available() const noexcept {
     const auto value = available_.load(std::memory_order_relaxed);
     return stopped_.load(std::memory_order_relaxed) ? value - stop_permits : value;
+  }
+  /// @return how many coroutines wait for a slot now (an estimate while others run)
+  [[nodiscard]] std::size_t waiting() const noexcept {
+    const std::int64_t free_now = available();
+    return (free_now < 0 ? static_cast<std::size_t>(-free_now) : 0) +
+           parked_count_.load(std::memory_order_relaxed);
   }
   /// @return whether `stop()` was called
   [[nodiscard]] bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
@@ -133,10 +175,7 @@ class slot_pool {
       // A slot often comes back within microseconds: wait that long before paying for a
       // suspension and a resumption through the executor. Not when others already wait: a
       // returned slot goes to them first, so spinning could only waste the thread.
-      for (int spin = 0; spin < detail::spin_limit; ++spin) {
-        if (pool_->available_.load(std::memory_order_relaxed) != 0) break;
-        detail::cpu_relax();
-      }
+      detail::spin_until([&] { return pool_->available_.load(std::memory_order_relaxed) != 0; });
       if (pool_->available_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
         waiter_.result = {pool_->take_free_slot(), false};
         return true;
@@ -162,6 +201,27 @@ class slot_pool {
     while (!free_.try_dequeue(slot)) std::this_thread::yield();
     return slot;
   }
+  void hand_over(waiter* next, Slot* slot) {
+    next->result.slot = slot;
+    executor_->post(next->coroutine);
+  }
+
+  // Gives every parked slot to a waiting coroutine. The first resumed takes the others from the
+  // free queue without suspending; the rest go to the waiters they were counted for.
+  void wake_parked() {
+    std::size_t parked = parked_count_.exchange(0, std::memory_order_acq_rel);
+    if (parked == 0) return;
+    Slot* first = take_parked();
+    waiter* next = pop_waiter();
+    while (--parked > 0) hand_over(pop_waiter(), take_parked());
+    hand_over(next, first);
+  }
+  Slot* take_parked() noexcept {
+    Slot* slot = nullptr;
+    while (!parked_.try_dequeue(slot)) std::this_thread::yield();  // its enqueue is under way
+    return slot;
+  }
+
   // The counter says a coroutine waits: it is in the queue or about to be.
   waiter* pop_waiter() noexcept {
     waiter* next = nullptr;
@@ -173,6 +233,9 @@ class slot_pool {
   std::deque<Slot> slots_;  // stable addresses
   moodycamel::ConcurrentQueue<Slot*> free_;
   moodycamel::ConcurrentQueue<waiter*> waiters_;
+  moodycamel::ConcurrentQueue<Slot*> parked_;  // released for waiters, not handed over yet
+  std::atomic<std::size_t> parked_count_{0};
+  std::size_t group_ = 1;
   std::atomic<std::int64_t> available_;
   std::atomic<bool> stopped_{false};
   std::size_t capacity_;

@@ -74,11 +74,7 @@ class claim_sequencer {
         : owner_(owner), ticket_(ticket) {}
     bool await_ready() const noexcept {
       // The claim before is usually a few microseconds from done: wait that long first.
-      for (int spin = 0; spin < spin_limit; ++spin) {
-        if (ready()) return true;
-        cpu_relax();
-      }
-      return ready();
+      return spin_until([&] { return ready(); });
     }
     bool await_suspend(std::coroutine_handle<> coroutine) {
       std::scoped_lock lock(owner_->mutex_);
