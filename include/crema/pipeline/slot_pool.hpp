@@ -29,7 +29,7 @@ inline void cpu_relax() noexcept {
 // costs a few microseconds on both sides, so spinning about as long pays when the thing waited for
 // is that close, and costs little when it is not. Bounded by time, not by a count of `pause`
 // instructions, whose length differs tenfold between processors.
-inline constexpr std::chrono::nanoseconds spin_time{2000};
+inline constexpr std::chrono::nanoseconds spin_time{6000};
 
 // Spins until `done()` or `spin_time` has passed; returns `done()`.
 template <class Done>
