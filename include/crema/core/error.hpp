@@ -1,6 +1,6 @@
 #pragma once
 
-#include <fmt/format.h>
+#include <crema/core/detail/fmt.hpp>
 
 #include <cstddef>
 #include <stdexcept>
