@@ -1,4 +1,5 @@
 #include <crema/memory/emulated_device_resource.hpp>
+#include <crema/memory/detail/alignment.hpp>
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/limiting_resource_adaptor.hpp>
 
@@ -7,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -128,5 +130,41 @@ TEST_SUITE("limiting_resource_adaptor") {
     CHECK_THROWS_AS((void)limited.allocate(std::numeric_limits<std::size_t>::max() / 2),
                     crema::allocation_error);
     CHECK(limited.allocated_bytes() == 0);
+  }
+}
+
+TEST_SUITE("over-aligned allocation") {
+  TEST_CASE("an allocator that promises less alignment than asked gets every alignment honoured, "
+            "and its own pointer back") {
+    // malloc promises 16 bytes here; pretend it promises 256, as cudaHostAlloc does, and ask for
+    // up to a page, as host_pinned_resource advertises.
+    constexpr std::size_t native = 256;
+    std::vector<void*> origins;
+    const auto allocate = [&](std::size_t size) {
+      void* origin = std::malloc(size);
+      REQUIRE(origin != nullptr);
+      origins.push_back(origin);
+      return origin;
+    };
+    for (const std::size_t alignment : {1U, 16U, 256U, 512U, 1024U, 4096U}) {
+      for (const std::size_t bytes : {0U, 1U, 7U, 64U, 1000U, 5000U}) {
+        CAPTURE(alignment);
+        CAPTURE(bytes);
+        origins.clear();
+        void* block =
+            crema::detail::allocate_over_aligned(bytes, alignment, native, "test", allocate);
+        REQUIRE(origins.size() == 1);
+        if (alignment > native) {  // below that the allocator's own promise stands (not malloc's)
+          CHECK(reinterpret_cast<std::uintptr_t>(block) % alignment == 0);
+        }
+        std::memset(block, 0xab, bytes);  // every byte asked for is usable (ASan checks)
+        void* origin = crema::detail::over_aligned_origin(block, alignment, native);
+        CHECK(origin == origins.front());
+        std::free(origin);
+      }
+    }
+    CHECK_THROWS_AS((void)crema::detail::allocate_over_aligned(static_cast<std::size_t>(-1),
+                                                               4096, native, "test", allocate),
+                    crema::allocation_error);
   }
 }
