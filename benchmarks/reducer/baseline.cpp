@@ -18,9 +18,10 @@ using namespace crema::bench::reducer;
 void copy_bound(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const auto participants = static_cast<std::size_t>(state.range(1));
-  std::vector<std::vector<float>> from(participants,
-                                       std::vector<float>(bytes / sizeof(float), 1.0f));
-  std::vector<std::vector<float>> to(participants, std::vector<float>(bytes / sizeof(float)));
+  const placed_buffers from_buffers(bytes, participants, state.range(2));
+  const placed_buffers to_buffers(bytes, participants, state.range(2));
+  const auto& from = from_buffers.spans();
+  const auto& to = to_buffers.spans();
   crema::host_threads team;
   const std::size_t elements = bytes / sizeof(float);
   for (auto _ : state) {

@@ -1,5 +1,5 @@
 // crema's side: device_tree_reducer::allreduce on host threads (one per core), over one buffer of
-// floats per participant, on a flat tree.
+// floats per participant, on a flat tree, the buffers placed as users' buffers are.
 #include <crema/collective/device_tree_reducer.hpp>
 
 #include "reducer/shape.hpp"
@@ -17,12 +17,10 @@ using namespace crema::bench::reducer;
 void allreduce(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const auto participants = static_cast<std::size_t>(state.range(1));
-  std::vector<std::vector<float>> buffers(participants,
-                                          std::vector<float>(bytes / sizeof(float), 1.0f));
-  std::vector<std::span<float>> spans(buffers.begin(), buffers.end());
+  const placed_buffers buffers(bytes, participants, state.range(2));
   std::vector<int> ids(participants);
   std::iota(ids.begin(), ids.end(), 0);
-  crema::device_tree_reducer<float> reducer(crema::tree_topology::flat(ids), spans,
+  crema::device_tree_reducer<float> reducer(crema::tree_topology::flat(ids), buffers.spans(),
                                             std::make_shared<crema::host_threads>());
   for (auto _ : state) {
     reducer.allreduce(crema::reduction::average);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/collective/backends/host_threads.hpp>
+#include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
@@ -76,7 +77,7 @@ class tree_sum {
         sum_subtree(child, buffers, offset, count, scratch);
         from = scratch.data() + tree_->depth(child) * block_;
       }
-      for (std::size_t i = 0; i < count; ++i) out[i] = out[i] + from[i];
+      add_into(out, from, count);
     }
   }
 
@@ -288,7 +289,7 @@ class device_tree_reducer {
   static void write_scaled(const T* values, std::size_t count, scale_type scale, reduction op,
                            T* out) {
     if (op == reduction::average) {
-      for (std::size_t i = 0; i < count; ++i) out[i] = values[i] * scale;
+      detail::scale_into(out, values, count, scale);
     } else {
       std::copy(values, values + count, out);
     }
