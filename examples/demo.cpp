@@ -217,7 +217,7 @@ bool data_parallel_training() {
   const auto tree = crema::tree_topology::flat(ids);
   std::vector<std::vector<float>> parameters(solvers, std::vector<float>(8, 0.0f));
   std::vector<std::vector<float>> gradients(solvers, std::vector<float>(8, 0.0f));
-  crema::p2p_sync<float> sync(tree, {parameters[0], parameters[1]}, {gradients[0], gradients[1]});
+  crema::host_p2p_sync<float> sync(tree, {parameters[0], parameters[1]}, {gradients[0], gradients[1]});
   std::array<float, solvers> first_loss{};
   std::array<float, solvers> last_loss{};
   std::vector<std::jthread> threads;

@@ -117,9 +117,9 @@ TEST_SUITE("collective faults") {
     std::vector<std::vector<float>> parameters(2, std::vector<float>(100));
     std::vector<std::vector<float>> gradients(2, std::vector<float>(100));
     const auto make = [&](std::vector<std::size_t> sizes) {
-      crema::p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
-                                  crema::test::spans_of(gradients),
-                                  {.bucket_sizes = std::move(sizes)});
+      crema::host_p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
+                                       crema::test::spans_of(gradients),
+                                       {.bucket_sizes = std::move(sizes)});
     };
     constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
     const std::string first_too_big = fmt::format(
@@ -170,13 +170,13 @@ TEST_SUITE("collective faults") {
     std::vector<std::vector<float>> parameters(2, std::vector<float>(4, 1.0f));
     std::vector<std::vector<float>> gradients(2, std::vector<float>(4));
     CHECK_THROWS_WITH_AS(
-        crema::p2p_sync<float>(tree, crema::test::spans_of(parameters),
-                               crema::test::spans_of(gradients), {.timeout = 0ms}),
+        crema::host_p2p_sync<float>(tree, crema::test::spans_of(parameters),
+                                    crema::test::spans_of(gradients), {.timeout = 0ms}),
         "p2p_sync: timeout must be positive (milliseconds::max() waits for ever), got 0 ms",
         crema::collective_error);
-    crema::p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
-                                crema::test::spans_of(gradients),
-                                {.timeout = std::chrono::milliseconds::max()});
+    crema::host_p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
+                                     crema::test::spans_of(gradients),
+                                     {.timeout = std::chrono::milliseconds::max()});
     parameters[0].assign(4, 5.0f);
     std::thread late_root([&] {
       std::this_thread::sleep_for(100ms);  // the other waits; it must not time out at once
@@ -189,24 +189,18 @@ TEST_SUITE("collective faults") {
     CHECK(parameters[1] == std::vector<float>(4, 5.0f));
   }
 
-  TEST_CASE("a range reduction outside the buffers, or with too little scratch, is refused") {
+  TEST_CASE("a range reduction outside the buffers, or for no participant, is refused") {
     const auto tree = crema::tree_topology::flat(first_ids(2));
     std::vector<std::vector<float>> buffers(2, std::vector<float>(10));
     crema::device_tree_reducer<float> reducer(tree, crema::test::spans_of(buffers));
-    std::vector<float> scratch(reducer.scratch_size());
     CHECK_THROWS_WITH_AS(
-        reducer.reduce_range_here(0, 5, 11, crema::reduction::sum, scratch),
-        "device_tree_reducer::reduce_range_here: elements [5, 11) are not within the 10 of each "
-        "buffer",
+        reducer.reduce_range(0, 5, 11, crema::reduction::sum),
+        "device_tree_reducer::reduce_range: elements [5, 11) are not within the 10 of each buffer",
         crema::collective_error);
-    CHECK_THROWS_AS(reducer.reduce_range_here(0, 6, 5, crema::reduction::sum, scratch),
-                    crema::collective_error);
-    CHECK_THROWS_WITH_AS(reducer.reduce_range_here(2, 0, 5, crema::reduction::sum, scratch),
+    CHECK_THROWS_AS(reducer.reduce_range(0, 6, 5, crema::reduction::sum), crema::collective_error);
+    CHECK_THROWS_WITH_AS(reducer.reduce_range(2, 0, 5, crema::reduction::sum),
                          doctest::Contains("participant 2 is outside a tree of 2"),
                          crema::collective_error);
-    std::vector<float> small(reducer.scratch_size() - 1);
-    CHECK_THROWS_WITH_AS(reducer.reduce_range_here(0, 0, 5, crema::reduction::sum, small),
-                         doctest::Contains("scratch of"), crema::collective_error);
   }
 
   TEST_CASE("a host_threads team of more threads than can be counted is a thread_error") {

@@ -4,11 +4,14 @@
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -67,9 +70,9 @@ std::vector<float> train(std::size_t participants, std::size_t steps, std::size_
     return parameters[tree.root()];
   }
 
-  crema::p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
-                              crema::test::spans_of(gradients),
-                              {.bucket_sizes = bucket_sizes, .timeout = 30s});
+  crema::host_p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
+                                   crema::test::spans_of(gradients),
+                                   {.bucket_sizes = bucket_sizes, .timeout = 30s});
   std::vector<std::thread> threads;
   for (std::size_t p = 0; p < participants; ++p) {
     threads.emplace_back([&, p] {
@@ -136,7 +139,7 @@ TEST_SUITE("p2p_sync") {
         for (const std::size_t bucket_bytes : {std::size_t{0}, std::size_t{4096}}) {
           auto gradients = inputs;
           std::vector<std::vector<float>> parameters(participants, std::vector<float>(size));
-          crema::p2p_sync<float> sync(
+          crema::host_p2p_sync<float> sync(
               tree, crema::test::spans_of(parameters), crema::test::spans_of(gradients),
               {.bucket_sizes = bucket_bytes == 0 ? std::vector<std::size_t>{}
                                                  : crema::buckets_of<float>(size, bucket_bytes)});
@@ -161,8 +164,8 @@ TEST_SUITE("p2p_sync") {
     const auto tree = crema::tree_topology::flat(first_ids(2));
     std::vector<std::vector<float>> parameters(2, std::vector<float>(8));
     std::vector<std::vector<float>> gradients(2, std::vector<float>(8));
-    crema::p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
-                                crema::test::spans_of(gradients), {.bucket_sizes = {4, 4}});
+    crema::host_p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
+                                     crema::test::spans_of(gradients), {.bucket_sizes = {4, 4}});
     CHECK_THROWS_WITH_AS(sync.on_gradients_ready(1),
                          "p2p_sync: participant 1 called on_gradients_ready before on_start",
                          crema::collective_error);
@@ -188,8 +191,8 @@ TEST_SUITE("p2p_sync") {
     std::vector<std::vector<float>> parameters(2, std::vector<float>(8));
     std::vector<std::vector<float>> gradients(2, std::vector<float>(8));
     CHECK_THROWS_WITH_AS(
-        crema::p2p_sync<float>(tree, crema::test::spans_of(parameters),
-                               crema::test::spans_of(gradients), {.bucket_sizes = {4, 3}}),
+        crema::host_p2p_sync<float>(tree, crema::test::spans_of(parameters),
+                                    crema::test::spans_of(gradients), {.bucket_sizes = {4, 3}}),
         "p2p_sync: bucket_sizes cover 7 elements, the gradients have 8", crema::collective_error);
   }
 
@@ -198,8 +201,8 @@ TEST_SUITE("p2p_sync") {
     const auto tree = crema::tree_topology::flat(first_ids(3));
     std::vector<std::vector<float>> parameters(3, std::vector<float>(8));
     std::vector<std::vector<float>> gradients(3, std::vector<float>(8));
-    crema::p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
-                                crema::test::spans_of(gradients));
+    crema::host_p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
+                                     crema::test::spans_of(gradients));
     std::atomic<int> failures{0};
     std::vector<std::thread> threads;
     for (std::size_t p = 0; p < 3; ++p) {
@@ -229,14 +232,98 @@ TEST_SUITE("p2p_sync") {
     const auto tree = crema::tree_topology::flat(first_ids(3));
     std::vector<std::vector<float>> parameters(3, std::vector<float>(8));
     std::vector<std::vector<float>> gradients(3, std::vector<float>(8));
-    crema::p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
-                                crema::test::spans_of(gradients), {.timeout = 200ms});
+    crema::host_p2p_sync<float> sync(tree, crema::test::spans_of(parameters),
+                                     crema::test::spans_of(gradients), {.timeout = 200ms});
     sync.on_start(0);
     sync.on_start(1);
     sync.on_gradients_ready(1);
     CHECK_THROWS_WITH_AS(sync.on_gradients_ready(0),
                          "p2p_sync: timed out after 200 ms: the root waited for the gradients of "
                          "step 1 from participants 2",
+                         crema::collective_error);
+  }
+}
+
+namespace {
+
+// A tree_collective that does nothing but note what it is asked, to pin down the calls p2p_sync
+// makes on the collectives it is given.
+class recording_collective {
+ public:
+  using value_type = float;
+  recording_collective(std::size_t participants, std::size_t size)
+      : participants_(participants), size_(size) {}
+
+  [[nodiscard]] std::size_t participants() const { return participants_; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  void broadcast(std::size_t root) { note(fmt::format("broadcast {}", root)); }
+  void reduce(std::size_t root, crema::reduction op) {
+    note(fmt::format("reduce {} {}", root, name(op)));
+  }
+  void allreduce(crema::reduction op) { note(fmt::format("allreduce {}", name(op))); }
+  void reduce_range(std::size_t root, std::size_t begin, std::size_t end, crema::reduction op) {
+    note(fmt::format("reduce_range {} [{}, {}) {}", root, begin, end, name(op)));
+  }
+
+  [[nodiscard]] std::vector<std::string> calls() const {
+    std::scoped_lock lock(mutex_);
+    return calls_;
+  }
+
+ private:
+  static const char* name(crema::reduction op) {
+    return op == crema::reduction::average ? "average" : "sum";
+  }
+  void note(std::string call) {
+    std::scoped_lock lock(mutex_);
+    calls_.push_back(std::move(call));
+  }
+  std::size_t participants_;
+  std::size_t size_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> calls_;
+};
+static_assert(crema::tree_collective<recording_collective>);
+
+}  // namespace
+
+TEST_SUITE("p2p_sync over any collective") {
+  TEST_CASE("each step broadcasts once from the root and reduces each bucket once, nothing else") {
+    crema::test::watchdog guard(30s, "p2p_sync calls");
+    recording_collective parameters(3, 10);
+    recording_collective gradients(3, 10);
+    crema::p2p_sync<recording_collective> sync(parameters, gradients, 1, {.bucket_sizes = {4, 6}});
+    CHECK(sync.root() == 1);
+    constexpr int steps = 3;
+    std::vector<std::jthread> participants;
+    for (std::size_t p = 0; p < 3; ++p) {
+      participants.emplace_back([&, p] {
+        for (int step = 0; step < steps; ++step) {
+          sync.on_start(p);
+          if (p != 2) sync.on_bucket_ready(p, 1);  // the last layer's gradients first
+          sync.on_gradients_ready(p);
+        }
+      });
+    }
+    participants.clear();
+    CHECK(parameters.calls() == std::vector<std::string>(steps, "broadcast 1"));
+    auto reduced = gradients.calls();
+    REQUIRE(reduced.size() == 2 * steps);
+    std::sort(reduced.begin(), reduced.end());
+    for (int step = 0; step < steps; ++step) {
+      CHECK(reduced[static_cast<std::size_t>(step)] == "reduce_range 1 [0, 4) average");
+      CHECK(reduced[static_cast<std::size_t>(steps + step)] == "reduce_range 1 [4, 10) average");
+    }
+  }
+
+  TEST_CASE("collectives that disagree on the participants, or a root outside them, are refused") {
+    recording_collective three(3, 10);
+    recording_collective two(2, 10);
+    CHECK_THROWS_WITH_AS(crema::p2p_sync<recording_collective>(three, two, 0),
+                         "p2p_sync: the parameters have 3 participants, the gradients 2",
+                         crema::collective_error);
+    CHECK_THROWS_WITH_AS(crema::p2p_sync<recording_collective>(three, three, 3),
+                         "p2p_sync::root: participant 3 is outside a tree of 3",
                          crema::collective_error);
   }
 }

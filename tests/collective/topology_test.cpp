@@ -121,7 +121,7 @@ TEST_SUITE("tree_topology") {
                          "tree_topology: participant 3 appears twice", crema::collective_error);
     const auto tree = crema::tree_topology::flat(first_ids(2));
     CHECK_THROWS_WITH_AS((void)tree.children(2),
-                         "tree_topology: participant 2 is outside a tree of 2",
+                         "tree_topology::children: participant 2 is outside a tree of 2",
                          crema::collective_error);
   }
 }

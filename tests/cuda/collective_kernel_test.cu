@@ -12,6 +12,10 @@
 #include <numeric>
 #include <vector>
 
+// Every member of both models of tree_collective compiles under nvcc.
+template class crema::cuda::cuda_p2p_reducer<float>;
+template class crema::cuda::nccl_reducer<float>;
+
 TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
   if (crema::test::skip_without_cuda_device()) return;
   const int devices = crema::cuda::device_count();
@@ -43,3 +47,47 @@ TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
     CHECK(buffer.host()[0] == doctest::Approx(mean * static_cast<float>(devices)));
   }
 }
+
+TEST_CASE("the peer-copy and NCCL reducers reduce into one root and leave the others as they were") {
+  if (crema::test::skip_without_cuda_device()) return;
+  const int devices = crema::cuda::device_count();
+  std::vector<int> ids(static_cast<std::size_t>(devices));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::vector<crema::cuda::synced_buffer<float>> buffers;
+  std::vector<crema::device_span<float>> spans;
+  const auto refill = [&] {
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      std::ranges::fill(buffers[i].mutable_host(), static_cast<float>(i + 1));
+      spans[i] = buffers[i].mutable_device();  // uploads
+    }
+  };
+  for (const int device : ids) {
+    crema::cuda::scoped_device on(device);
+    buffers.emplace_back(1000, crema::host_pinned_resource{}, crema::cuda_device_resource(device));
+    spans.push_back(buffers.back().mutable_device());
+  }
+  const auto tree = crema::tree_topology::flat(ids);
+  const std::size_t root = ids.size() - 1;
+  const float sum = static_cast<float>(devices * (devices + 1)) / 2.0f;
+  const auto check_root_only = [&](float first_half, float second_half) {
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      (void)buffers[i].mutable_device();
+      const auto host = buffers[i].host();
+      const float own = static_cast<float>(i + 1);
+      CHECK(host[0] == doctest::Approx(i == root ? first_half : own));
+      CHECK(host[999] == doctest::Approx(i == root ? second_half : own));
+    }
+  };
+  crema::cuda::cuda_p2p_reducer<float> peer(tree, spans, 256);
+  refill();
+  peer.reduce(root, crema::reduction::sum);
+  check_root_only(sum, sum);
+  refill();
+  peer.reduce_range(root, 0, 500, crema::reduction::average);
+  check_root_only(sum / static_cast<float>(devices), static_cast<float>(root + 1));
+  crema::cuda::nccl_reducer<float> nccl(ids, spans);
+  refill();
+  nccl.reduce_range(root, 500, 1000, crema::reduction::sum);
+  check_root_only(static_cast<float>(root + 1), sum);
+}
+

@@ -49,4 +49,34 @@ TEST_SUITE("cuda reducer logic on the CPU") {
       }
     }
   }
+
+  TEST_CASE("the peer-copy reduce schedule gives the tree-order sum and leaves every buffer as it "
+            "was") {
+    for (std::size_t participants = 1; participants <= 16; ++participants) {
+      CAPTURE(participants);
+      std::vector<int> ids(participants);
+      std::iota(ids.begin(), ids.end(), 0);
+      const auto tree =
+          crema::tree_topology::build(ids, [](int a, int b) { return (a < 8) == (b < 8); });
+      const auto buffers = crema::test::make_inputs(participants, 1009, 13);
+      std::vector<std::vector<float>> partial(participants, std::vector<float>(1009));
+      std::vector<float> staging(1009);
+      const auto subtree_sum = [&](std::size_t node) -> const std::vector<float>& {
+        return tree.children(node).empty() ? buffers[node] : partial[node];
+      };
+      crema::detail::tree_reduce_schedule(
+          tree, [&](std::size_t node) { partial[node] = buffers[node]; },
+          [&](std::size_t parent, std::size_t child) {
+            staging = subtree_sum(child);  // the peer copy into the parent's staging buffer
+            crema::cuda::detail::add_into(thrust::cpp::par, partial[parent].data(),
+                                          staging.data(), staging.size());
+          });
+      const auto& sum = subtree_sum(tree.root());
+      for (std::size_t i = 0; i < 1009; ++i) {
+        const float expected = crema::test::tree_order_sum(tree, buffers, tree.root(), i);
+        REQUIRE(std::memcmp(&sum[i], &expected, sizeof(float)) == 0);
+      }
+      CHECK(buffers == crema::test::make_inputs(participants, 1009, 13));  // none was written
+    }
+  }
 }

@@ -2,12 +2,14 @@
 
 #include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/detail/elementwise.hpp>
+#include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
 #include <concepts>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,24 +21,6 @@
 #include <vector>
 
 namespace crema {
-
-/// @brief What a reduction does with the sum.
-enum class reduction {
-  sum,      ///< the sum over participants
-  average,  ///< the sum times 1/N, folded into the pass that writes the result
-};
-
-/// @brief The factor type an element is scaled by: itself for floating point, double otherwise.
-template <class T>
-using scale_type_t = std::conditional_t<std::is_floating_point_v<T>, T, double>;
-
-/// @brief An element type a reducer can sum and average: `a + b` and `a * scale`.
-template <class T>
-concept reducible = std::copyable<T> && std::default_initializable<T> &&
-    requires(T a, T b, scale_type_t<T> scale) {
-  { a + b } -> std::convertible_to<T>;
-  { a* scale } -> std::convertible_to<T>;
-};
 
 namespace detail {
 
@@ -85,42 +69,10 @@ class tree_sum {
   std::size_t block_;
 };
 
-// Every reducer takes one buffer per participant, all of the same size and apart from each
-// other (two participants on one buffer would sum it twice): says which is not.
-template <class Buffers>
-void check_buffers(const char* reducer, const Buffers& buffers, std::size_t participants) {
-  if (buffers.size() != participants) {
-    fail<collective_error>("{}: {} buffers for {} participants", reducer, buffers.size(),
-                           participants);
-  }
-  for (std::size_t i = 1; i < buffers.size(); ++i) {
-    if (buffers[i].size() != buffers[0].size()) {
-      fail<collective_error>("{}: participant {} has {} elements, participant 0 has {}", reducer, i,
-                             buffers[i].size(), buffers[0].size());
-    }
-  }
-  if (buffers.empty() || buffers[0].size() == 0) return;
-  // Sorted by address, each buffer must end before the next begins.
-  std::vector<std::size_t> order(buffers.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto address = [&](std::size_t i) {
-    return reinterpret_cast<std::uintptr_t>(buffers[i].data());
-  };
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return address(a) < address(b); });
-  const std::size_t bytes = buffers[0].size_bytes();
-  for (std::size_t k = 1; k < order.size(); ++k) {
-    if (address(order[k]) - address(order[k - 1]) < bytes) {
-      fail<collective_error>("{}: the buffers of participants {} and {} overlap", reducer,
-                             std::min(order[k - 1], order[k]), std::max(order[k - 1], order[k]));
-    }
-  }
-}
-
 }  // namespace detail
 
 /// @brief Broadcast, reduce and allreduce over one buffer per participant, along a
-/// `tree_topology`, in place.
+/// `tree_topology`, in place: the host-memory model of `tree_collective`.
 ///
 /// Caffe's P2PSync as a reusable template: parameters flow down from the root, gradients are
 /// summed up the tree and the root scales them by 1/N. Sums are taken in the tree's order (each
@@ -128,12 +80,15 @@ void check_buffers(const char* reducer, const Buffers& buffers, std::size_t part
 /// result is identical bit for bit from run to run for a given tree, whatever the thread count
 /// or block size.
 ///
-/// The collectives are called from one thread at a time (they serialize on a mutex) and block
-/// until done. `block_elements` is the unit of work: small enough that a block of every buffer
-/// stays in cache while it is summed and written back.
+/// `broadcast`, `reduce` and `allreduce` run one at a time (they serialize on a mutex), on the
+/// backend's threads, and block until done. `reduce_range` runs on the calling thread alone and
+/// may run at once on disjoint ranges from several threads (scratch comes from a pool made at
+/// construction, one area per participant; more callers at once than participants wait for one).
+/// `block_elements` is the unit of work: small enough that a block of every buffer stays in
+/// cache while it is summed and written back.
 ///
 /// @tparam T       a `reducible` element type: float, double, or any T with + and scaling
-/// @tparam Backend where the buffers live and who does the work; `host_threads` here
+/// @tparam Backend who does the work; `host_threads`
 template <reducible T, class Backend = host_threads>
 class device_tree_reducer {
  public:
@@ -159,7 +114,11 @@ class device_tree_reducer {
         buffers_(checked(std::move(buffers), tree_.size())),
         backend_(backend ? std::move(backend) : std::make_shared<Backend>()),
         sum_(tree_, block_for(block_elements, buffers_[0].size())),
-        scratch_(scratch_elements(block_elements)) {}
+        scratch_(scratch_elements(block_elements)),
+        range_scratch_(tree_.size(), std::vector<T>(sum_.scratch_size())),
+        range_scratch_free_(tree_.size()) {
+    for (std::size_t i = 0; i < range_scratch_.size(); ++i) range_scratch_free_[i] = i;
+  }
 
   /// @return the number of participants
   [[nodiscard]] std::size_t participants() const noexcept { return tree_.size(); }
@@ -169,14 +128,14 @@ class device_tree_reducer {
   [[nodiscard]] const tree_topology& topology() const noexcept { return tree_; }
   /// @return participant `i`'s buffer
   [[nodiscard]] std::span<T> buffer(std::size_t i) const {
-    check_participant("buffer", i);
+    detail::check_participant(name, "buffer", i, tree_.size());
     return buffers_[i];
   }
 
   /// @brief Copies participant `root`'s buffer into every other participant's.
   /// @throws crema::collective_error if `root` is not a participant
   void broadcast(std::size_t root) {
-    check_participant("broadcast", root);
+    detail::check_participant(name, "broadcast", root, tree_.size());
     std::scoped_lock lock(mutex_);
     for_each_share([&](std::size_t begin, std::size_t end, std::span<T>) {
       const T* from = buffers_[root].data();
@@ -190,9 +149,9 @@ class device_tree_reducer {
   /// `reduction::average`); the others are left as they were.
   /// @throws crema::collective_error if `root` is not a participant
   void reduce(std::size_t root, reduction op = reduction::sum) {
-    check_participant("reduce", root);
+    detail::check_participant(name, "reduce", root, tree_.size());
     std::scoped_lock lock(mutex_);
-    const scale_type scale = scale_for(op);
+    const scale_type scale = scale_for<T>(op, tree_.size());
     for_each_share([&](std::size_t begin, std::size_t end, std::span<T> scratch) {
       sum_.run(buffers_, begin, end, scratch,
                [&](std::size_t offset, const T* values, std::size_t count) {
@@ -204,7 +163,7 @@ class device_tree_reducer {
   /// @brief Leaves the sum (times 1/N for `reduction::average`) in every participant's buffer.
   void allreduce(reduction op = reduction::sum) {
     std::scoped_lock lock(mutex_);
-    const scale_type scale = scale_for(op);
+    const scale_type scale = scale_for<T>(op, tree_.size());
     for_each_share([&](std::size_t begin, std::size_t end, std::span<T> scratch) {
       sum_.run(buffers_, begin, end, scratch,
                [&](std::size_t offset, const T* values, std::size_t count) {
@@ -217,38 +176,29 @@ class device_tree_reducer {
     });
   }
 
-  /// @brief Sums elements [begin, end) into participant `root`'s buffer on the calling thread
-  /// alone, with `scratch` of `scratch_size()` elements; for hooks that reduce one bucket while
-  /// the other participants go on.
-  /// @throws crema::collective_error if `root` is not a participant, the range is not within
-  ///         the buffers, or `scratch` is smaller than `scratch_size()`
-  void reduce_range_here(std::size_t root, std::size_t begin, std::size_t end, reduction op,
-                         std::span<T> scratch) const {
-    check_participant("reduce_range_here", root);
-    if (begin > end || end > size()) {
-      detail::fail<collective_error>(
-          "device_tree_reducer::reduce_range_here: elements [{}, {}) are not within the {} of "
-          "each buffer",
-          begin, end, size());
-    }
-    if (scratch.size() < scratch_size()) {
-      detail::fail<collective_error>(
-          "device_tree_reducer::reduce_range_here: scratch of {} elements, {} needed",
-          scratch.size(), scratch_size());
-    }
-    const scale_type scale = scale_for(op);
-    sum_.run(buffers_, begin, end, scratch,
+  /// @brief Sums elements [begin, end) into participant `root`'s buffer (times 1/N for
+  /// `reduction::average`), on the calling thread alone; calls on disjoint ranges may run at
+  /// once (a hook reduces one bucket while the other participants go on).
+  /// @throws crema::collective_error if `root` is not a participant or the range is not within
+  ///         the buffers
+  void reduce_range(std::size_t root, std::size_t begin, std::size_t end,
+                    reduction op = reduction::sum) {
+    detail::check_participant(name, "reduce_range", root, tree_.size());
+    detail::check_range(name, "reduce_range", begin, end, size());
+    const scratch_lease scratch(*this);
+    const scale_type scale = scale_for<T>(op, tree_.size());
+    sum_.run(buffers_, begin, end, scratch.area(),
              [&](std::size_t offset, const T* values, std::size_t count) {
                write_scaled(values, count, scale, op, buffers_[root].data() + offset);
              });
   }
-  /// @return the scratch elements `reduce_range_here` needs
-  [[nodiscard]] std::size_t scratch_size() const noexcept { return sum_.scratch_size(); }
 
  private:
+  static constexpr const char* name = "device_tree_reducer";
+
   static std::vector<std::span<T>> checked(std::vector<std::span<T>> buffers,
                                            std::size_t participants) {
-    detail::check_buffers("device_tree_reducer", buffers, participants);
+    detail::check_buffers(name, buffers, participants);
     return buffers;
   }
 
@@ -272,19 +222,30 @@ class device_tree_reducer {
     return *total;
   }
 
-  void check_participant(const char* call, std::size_t i) const {
-    if (i >= tree_.size()) {
-      detail::fail<collective_error>(
-          "device_tree_reducer::{}: participant {} is outside a tree "
-          "of {}",
-          call, i, tree_.size());
+  // One of the range reductions' scratch areas, for as long as it lives.
+  class scratch_lease {
+   public:
+    explicit scratch_lease(device_tree_reducer& owner) : owner_(&owner) {
+      std::unique_lock lock(owner_->range_mutex_);
+      owner_->range_freed_.wait(lock, [&] { return !owner_->range_scratch_free_.empty(); });
+      index_ = owner_->range_scratch_free_.back();
+      owner_->range_scratch_free_.pop_back();
     }
-  }
+    scratch_lease(const scratch_lease&) = delete;
+    scratch_lease& operator=(const scratch_lease&) = delete;
+    ~scratch_lease() {
+      {
+        std::scoped_lock lock(owner_->range_mutex_);
+        owner_->range_scratch_free_.push_back(index_);
+      }
+      owner_->range_freed_.notify_one();
+    }
+    [[nodiscard]] std::span<T> area() const { return owner_->range_scratch_[index_]; }
 
-  [[nodiscard]] scale_type scale_for(reduction op) const {
-    return op == reduction::average ? scale_type(1) / static_cast<scale_type>(tree_.size())
-                                    : scale_type(1);
-  }
+   private:
+    device_tree_reducer* owner_;
+    std::size_t index_ = 0;
+  };
 
   static void write_scaled(const T* values, std::size_t count, scale_type scale, reduction op,
                            T* out) {
@@ -317,6 +278,13 @@ class device_tree_reducer {
   detail::tree_sum<T> sum_;
   std::vector<T> scratch_;
   std::mutex mutex_;
+  // Scratch of the range reductions, one area per participant, handed out under range_mutex_.
+  std::vector<std::vector<T>> range_scratch_;
+  std::vector<std::size_t> range_scratch_free_;
+  std::mutex range_mutex_;
+  std::condition_variable range_freed_;
 };
+
+static_assert(tree_collective<device_tree_reducer<float>>);
 
 }  // namespace crema

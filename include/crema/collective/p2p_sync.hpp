@@ -2,6 +2,7 @@
 
 #include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/detail/deadline.hpp>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -45,74 +47,71 @@ template <class T>
   return sizes;
 }
 
-/// @brief The solver hooks of Caffe's P2PSync: each participant's own thread calls `on_start`
-/// at the start of a step (parameters arrive from the root) and `on_gradients_ready` after its
-/// backward pass (gradients go up to the root, which gets their sum or average).
+/// @brief The solver hooks of Caffe's P2PSync, over any `tree_collective`: each participant's
+/// own thread calls `on_start` at the start of a step (parameters arrive from the root) and
+/// `on_gradients_ready` after its backward pass (gradients go up to the root, which gets their sum
+/// or average). The same solver code runs on host threads, GPUs and, through MPI, machines.
 ///
-/// Buckets let gradients travel while the backward pass goes on: `on_bucket_ready(p, b)` says
-/// participant p's bucket b is final; the last participant to say so for a bucket sums it, on its
-/// own thread, in the tree's order, so the result is identical to the unbucketed reduction.
-/// `on_gradients_ready` marks the buckets not yet marked. The root's `on_gradients_ready` returns
-/// once every bucket is summed, so it can apply the update; the others return at once and wait
-/// for the new parameters in their next `on_start`.
+/// At the root's `on_start` the parameters are broadcast (`parameters.broadcast(root)`), once
+/// every participant has finished the previous step, so no buffer is written while it is read;
+/// the others wait for that broadcast. Buckets let gradients travel while the backward pass goes
+/// on: `on_bucket_ready(p, b)` says participant p's bucket b is final; the last participant to
+/// say so for a bucket reduces its range (`gradients.reduce_range(root, begin, end, op)`), on its
+/// own thread. `on_gradients_ready` marks the buckets not yet marked. The root's
+/// `on_gradients_ready` returns once every bucket is reduced, so it can apply the update; the
+/// others return at once and wait for the new parameters in their next `on_start`.
 ///
 /// Hooks alternate per participant: `on_start`, then `on_gradients_ready`, then `on_start` of the
 /// next step. A hook called twice in one step, a wait longer than the timeout, or `abort()` from
 /// a participant that failed, make the hooks throw `crema::collective_error` naming the
 /// participants and the step; nothing hangs. Every member is thread-safe.
-///
-/// In host memory each participant copies the root's parameters directly, and sums read every
-/// participant's gradients directly; the tree fixes the order of the sums.
-template <reducible T, class Backend = host_threads>
+/// @tparam Collective a `tree_collective`: `device_tree_reducer<T>` (host memory),
+///                    `cuda::cuda_p2p_reducer<T>`, `cuda::nccl_reducer<T>`, the MPI reducer
+template <tree_collective Collective>
 class p2p_sync {
  public:
+  using value_type = typename Collective::value_type;
+
+  /// @brief Hooks over two collectives the caller owns (they must outlive the sync).
+  /// @param parameters one buffer of parameters per participant; the root's are broadcast
+  /// @param gradients  one buffer of gradients per participant; reduced into the root's
+  /// @param root       the participant whose parameters are the model's
+  /// @throws crema::collective_error if the two have different participants, `root` is not one,
+  ///         the timeout is not positive, or the buckets do not cover the gradients exactly
+  ///         (naming the bucket that overruns them)
+  p2p_sync(Collective& parameters, Collective& gradients, std::size_t root,
+           p2p_sync_options options = {})
+      : parameters_(&parameters),
+        gradients_(&gradients),
+        root_(root),
+        options_(std::move(options)) {
+    set_up();
+  }
+
+  /// @brief Hooks over host-memory buffers: makes the two `device_tree_reducer`s itself, on one
+  /// team of host threads, with the tree's root as the root.
   /// @param tree       the participants
   /// @param parameters each participant's parameters (the root's are the ones broadcast)
   /// @param gradients  each participant's gradients (summed into the root's)
-  /// @throws crema::collective_error on buffers of different sizes, or a bucket list that does
-  ///         not cover the gradients exactly (naming the bucket that overruns them)
-  p2p_sync(tree_topology tree, std::vector<std::span<T>> parameters,
-           std::vector<std::span<T>> gradients, p2p_sync_options options = {})
-      : parameters_(tree, std::move(parameters), std::make_shared<Backend>(1)),
-        gradients_(tree, std::move(gradients), std::make_shared<Backend>(1)),
-        tree_(std::move(tree)),
-        options_(std::move(options)),
-        participants_(tree_.size()) {
-    if (options_.timeout <= std::chrono::milliseconds::zero()) {
-      detail::fail<collective_error>(
-          "p2p_sync: timeout must be positive (milliseconds::max() waits for ever), got {} ms",
-          options_.timeout.count());
-    }
-    if (options_.bucket_sizes.empty()) options_.bucket_sizes.push_back(gradients_.size());
-    std::size_t covered = 0;
-    bucket_begin_.push_back(0);
-    for (std::size_t b = 0; b < options_.bucket_sizes.size(); ++b) {
-      const auto next = detail::checked_add(covered, options_.bucket_sizes[b]);
-      if (!next || *next > gradients_.size()) {
-        detail::fail<collective_error>(
-            "p2p_sync: bucket_sizes[{}] = {} takes the buckets past the {} gradient elements", b,
-            options_.bucket_sizes[b], gradients_.size());
-      }
-      covered = *next;
-      bucket_begin_.push_back(covered);
-    }
-    if (covered != gradients_.size()) {
-      detail::fail<collective_error>(
-          "p2p_sync: bucket_sizes cover {} elements, the gradients have {}", covered,
-          gradients_.size());
-    }
-    arrivals_ = std::vector<std::atomic<std::size_t>>(buckets());
-    for (auto& count : arrivals_) count.store(tree_.size());
-    for (auto& state : participants_) {
-      state.arrived.assign(buckets(), 0);
-      state.scratch.resize(gradients_.scratch_size());
-    }
+  /// @throws as the other constructor, and on buffers of different sizes or counts
+  p2p_sync(tree_topology tree, std::vector<std::span<value_type>> parameters,
+           std::vector<std::span<value_type>> gradients, p2p_sync_options options = {}) requires
+      std::same_as<Collective, device_tree_reducer<value_type>> : root_(tree.root()),
+                                                                  options_(std::move(options)) {
+    auto team = std::make_shared<host_threads>();
+    owned_parameters_ = std::make_unique<Collective>(tree, std::move(parameters), team);
+    owned_gradients_ = std::make_unique<Collective>(std::move(tree), std::move(gradients), team);
+    parameters_ = owned_parameters_.get();
+    gradients_ = owned_gradients_.get();
+    set_up();
   }
 
   /// @return the number of gradient buckets
   [[nodiscard]] std::size_t buckets() const noexcept { return bucket_begin_.size() - 1; }
-  /// @return the topology
-  [[nodiscard]] const tree_topology& topology() const noexcept { return tree_; }
+  /// @return the number of participants
+  [[nodiscard]] std::size_t participants() const noexcept { return participants_.size(); }
+  /// @return the root participant
+  [[nodiscard]] std::size_t root() const noexcept { return root_; }
 
   /// @brief Participant `p` starts a step: the root publishes its parameters; the others wait for
   /// them and copy them into their own.
@@ -128,7 +127,14 @@ class p2p_sync {
     }
     me.started = true;
     ++me.step;
-    if (p == tree_.root()) {
+    if (p == root_) {
+      // Every participant has finished the previous step: nobody reads the parameters now.
+      wait_for(
+          lock, [&] { return finished_ == participants_.size() * (me.step - 1); },
+          [&] { return unfinished(me.step - 1); });
+      lock.unlock();
+      parameters_->broadcast(root_);
+      lock.lock();
       published_ = me.step;
       changed_.notify_all();
       return;
@@ -138,11 +144,8 @@ class p2p_sync {
         [&] {
           return fmt::format(
               "participant {} waited for the parameters of step {} from participant {}", p, me.step,
-              tree_.root());
+              root_);
         });
-    lock.unlock();
-    const auto from = parameters_.buffer(tree_.root());
-    std::copy(from.begin(), from.end(), parameters_.buffer(p).begin());
   }
 
   /// @brief Participant `p`'s bucket `bucket` is final for this step. If it is the last to say so,
@@ -170,7 +173,7 @@ class p2p_sync {
       }
       me.arrived[bucket] = me.step;
     }
-    arrive(me, bucket);
+    arrive(bucket);
   }
 
   /// @brief Participant `p` has all its gradients: marks the buckets not yet marked. The root
@@ -192,6 +195,8 @@ class p2p_sync {
             "p2p_sync: participant {} called on_gradients_ready twice in step {}", p, me.step);
       }
       me.started = false;
+      ++finished_;
+      changed_.notify_all();
       for (std::size_t b = 0; b < buckets(); ++b) {
         if (me.arrived[b] != me.step) {
           me.arrived[b] = me.step;
@@ -199,8 +204,8 @@ class p2p_sync {
         }
       }
     }
-    for (const std::size_t b : unmarked) arrive(me, b);
-    if (p != tree_.root()) return;
+    for (const std::size_t b : unmarked) arrive(b);
+    if (p != root_) return;
     std::unique_lock lock(mutex_);
     wait_for(
         lock, [&] { return summed_ == buckets(); }, [&] { return missing(me.step); });
@@ -220,23 +225,55 @@ class p2p_sync {
     std::uint64_t step = 0;              // steps started
     bool started = false;                // between on_start and on_gradients_ready
     std::vector<std::uint64_t> arrived;  // per bucket: the last step it was marked in
-    std::vector<T> scratch;              // for the buckets this participant sums
   };
 
-  participant_state& state_of(const char* hook, std::size_t p) {
-    if (p >= participants_.size()) {
-      detail::fail<collective_error>("p2p_sync::{}: participant {} is outside a tree of {}", hook,
-                                     p, participants_.size());
+  void set_up() {
+    participants_ = std::vector<participant_state>(parameters_->participants());
+    if (gradients_->participants() != participants_.size()) {
+      detail::fail<collective_error>(
+          "p2p_sync: the parameters have {} participants, the gradients {}", participants_.size(),
+          gradients_->participants());
     }
+    detail::check_participant("p2p_sync", "root", root_, participants_.size());
+    if (options_.timeout <= std::chrono::milliseconds::zero()) {
+      detail::fail<collective_error>(
+          "p2p_sync: timeout must be positive (milliseconds::max() waits for ever), got {} ms",
+          options_.timeout.count());
+    }
+    const std::size_t elements = gradients_->size();
+    if (options_.bucket_sizes.empty()) options_.bucket_sizes.push_back(elements);
+    std::size_t covered = 0;
+    bucket_begin_.push_back(0);
+    for (std::size_t b = 0; b < options_.bucket_sizes.size(); ++b) {
+      const auto next = detail::checked_add(covered, options_.bucket_sizes[b]);
+      if (!next || *next > elements) {
+        detail::fail<collective_error>(
+            "p2p_sync: bucket_sizes[{}] = {} takes the buckets past the {} gradient elements", b,
+            options_.bucket_sizes[b], elements);
+      }
+      covered = *next;
+      bucket_begin_.push_back(covered);
+    }
+    if (covered != elements) {
+      detail::fail<collective_error>(
+          "p2p_sync: bucket_sizes cover {} elements, the gradients have {}", covered, elements);
+    }
+    arrivals_ = std::vector<std::atomic<std::size_t>>(buckets());
+    for (auto& count : arrivals_) count.store(participants_.size());
+    for (auto& state : participants_) state.arrived.assign(buckets(), 0);
+  }
+
+  participant_state& state_of(const char* hook, std::size_t p) {
+    detail::check_participant("p2p_sync", hook, p, participants_.size());
     return participants_[p];
   }
 
-  // The last arrival for a bucket sums it, then opens it for the next step.
-  void arrive(participant_state& me, std::size_t bucket) {
+  // The last arrival for a bucket reduces it, then opens it for the next step.
+  void arrive(std::size_t bucket) {
     if (arrivals_[bucket].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    gradients_.reduce_range_here(tree_.root(), bucket_begin_[bucket], bucket_begin_[bucket + 1],
-                                 options_.gradients, me.scratch);
-    arrivals_[bucket].store(tree_.size(), std::memory_order_release);
+    gradients_->reduce_range(root_, bucket_begin_[bucket], bucket_begin_[bucket + 1],
+                             options_.gradients);
+    arrivals_[bucket].store(participants_.size(), std::memory_order_release);
     std::scoped_lock lock(mutex_);
     ++summed_;
     changed_.notify_all();
@@ -270,9 +307,24 @@ class p2p_sync {
                        who);
   }
 
-  device_tree_reducer<T, Backend> parameters_;
-  device_tree_reducer<T, Backend> gradients_;
-  tree_topology tree_;
+  // Who has not finished `step` (called on_gradients_ready), for the timeout message.
+  std::string unfinished(std::uint64_t step) const {
+    std::string who;
+    for (std::size_t p = 0; p < participants_.size(); ++p) {
+      const auto& state = participants_[p];
+      if (state.step < step || (state.step == step && state.started)) {
+        who += who.empty() ? std::to_string(p) : ", " + std::to_string(p);
+      }
+    }
+    return fmt::format("the root waited to broadcast step {} for participants {} to finish step {}",
+                       step + 1, who, step);
+  }
+
+  std::unique_ptr<Collective> owned_parameters_;
+  std::unique_ptr<Collective> owned_gradients_;
+  Collective* parameters_ = nullptr;
+  Collective* gradients_ = nullptr;
+  std::size_t root_;
   p2p_sync_options options_;
   std::vector<std::size_t> bucket_begin_;
   std::vector<std::atomic<std::size_t>> arrivals_;
@@ -280,9 +332,14 @@ class p2p_sync {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::uint64_t published_ = 0;  // the last step whose parameters the root published
-  std::size_t summed_ = 0;       // buckets summed in the current step
+  std::uint64_t published_ = 0;  // the last step whose parameters the root broadcast
+  std::uint64_t finished_ = 0;   // on_gradients_ready calls so far, every participant's
+  std::size_t summed_ = 0;       // buckets reduced in the current step
   std::optional<std::string> aborted_;
 };
+
+/// @brief `p2p_sync` over host-memory buffers (`device_tree_reducer<T>`).
+template <reducible T>
+using host_p2p_sync = p2p_sync<device_tree_reducer<T>>;
 
 }  // namespace crema

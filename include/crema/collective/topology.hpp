@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/collective/reduction.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
@@ -86,23 +87,23 @@ class tree_topology {
   [[nodiscard]] int id(std::size_t i) const { return ids_.at(i); }
   /// @return participant `i`'s parent, or nothing for the root
   [[nodiscard]] std::optional<std::size_t> parent(std::size_t i) const {
-    check(i);
+    detail::check_participant("tree_topology", "parent", i, ids_.size());
     if (i == root_) return std::nullopt;
     return parent_[i];
   }
   /// @return participant `i`'s children, in the order their sums are added
   [[nodiscard]] std::span<const std::size_t> children(std::size_t i) const {
-    check(i);
+    detail::check_participant("tree_topology", "children", i, ids_.size());
     return children_[i];
   }
   /// @return whether participant `i` reaches its parent directly (always true for the root)
   [[nodiscard]] bool direct(std::size_t i) const {
-    check(i);
+    detail::check_participant("tree_topology", "direct", i, ids_.size());
     return direct_[i];
   }
   /// @return participant `i`'s distance from the root
   [[nodiscard]] std::size_t depth(std::size_t i) const {
-    check(i);
+    detail::check_participant("tree_topology", "depth", i, ids_.size());
     return depth_[i];
   }
   /// @return the number of levels (1 for a single participant)
@@ -147,13 +148,6 @@ class tree_topology {
       }
     }
     bottom_up_.assign(top_down.rbegin(), top_down.rend());
-  }
-
-  void check(std::size_t i) const {
-    if (i >= ids_.size()) {
-      detail::fail<collective_error>("tree_topology: participant {} is outside a tree of {}", i,
-                                     ids_.size());
-    }
   }
 
   [[nodiscard]] std::string describe(std::size_t i) const {

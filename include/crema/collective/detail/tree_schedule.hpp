@@ -24,4 +24,19 @@ void tree_allreduce_schedule(const tree_topology& tree, AddChild&& add_child,
   }
 }
 
+// The order in which such a backend runs a reduce that leaves every buffer as it was: each inner
+// participant builds its subtree's sum in a partial buffer of its own (a leaf's subtree sum is
+// its own buffer). `start(node)` copies the node's own elements into its partial;
+// `add_child(parent, child)` adds the child's subtree sum into the parent's partial; children in
+// order, deepest first. The root's subtree sum is then the tree-order sum, the same bits as the
+// host reducer's; the caller writes it where it goes.
+template <class Start, class AddChild>
+void tree_reduce_schedule(const tree_topology& tree, Start&& start, AddChild&& add_child) {
+  for (const std::size_t node : tree.bottom_up()) {
+    if (tree.children(node).empty()) continue;
+    start(node);
+    for (const std::size_t child : tree.children(node)) add_child(node, child);
+  }
+}
+
 }  // namespace crema::detail

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/reduction.hpp>
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -41,21 +42,23 @@ ncclDataType_t nccl_type() {
 
 #define CREMA_NCCL_TRY(call) ::crema::cuda::detail::nccl_check((call), #call)
 
-/// @brief Broadcast, reduce and allreduce over one device buffer per GPU of this process, through
-/// NCCL: one communicator per device (`ncclCommInitAll`), the calls grouped, `ncclAvg` for
-/// averages (NCCL folds the 1/N into its last pass). Blocks until done.
+/// @brief The NCCL model of `tree_collective`: one device buffer per GPU of this process, one
+/// communicator per device (`ncclCommInitAll`), the calls grouped, `ncclAvg` for averages (NCCL
+/// folds the 1/N into its last pass). Every operation blocks until done; operations serialize on
+/// a mutex (they share the communicators and streams).
 ///
 /// NCCL chooses its own rings and trees, so sums are NCCL's, not crema's tree order.
-template <class T>
+template <reducible T>
 class nccl_reducer {
  public:
+  using value_type = T;
+
   /// @param devices one device ordinal per participant
   /// @param buffers one device buffer per participant, on that device, all the same size
   /// @throws crema::collective_error on a count or size mismatch or an NCCL failure
   nccl_reducer(std::vector<int> devices, std::vector<device_span<T>> buffers)
       : devices_(std::move(devices)), buffers_(std::move(buffers)), comms_(devices_.size()) {
-    if (devices_.empty()) crema::detail::fail<collective_error>("nccl_reducer: no participants");
-    crema::detail::check_buffers("nccl_reducer", buffers_, devices_.size());
+    crema::detail::check_buffers(name, buffers_, devices_.size());
     CREMA_NCCL_TRY(
         ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()));
     for (const int device : devices_) {
@@ -71,6 +74,11 @@ class nccl_reducer {
     }
   }
 
+  /// @return the number of participants
+  [[nodiscard]] std::size_t participants() const noexcept { return devices_.size(); }
+  /// @return the number of elements in each buffer
+  [[nodiscard]] std::size_t size() const noexcept { return buffers_[0].size(); }
+
   void allreduce(reduction op = reduction::sum) {
     grouped([&](std::size_t i) {
       CREMA_NCCL_TRY(ncclAllReduce(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
@@ -78,16 +86,24 @@ class nccl_reducer {
                                    streams_[i].native_handle()));
     });
   }
+  /// @brief The sum (or average) into `root`'s buffer; the others stay as they were (in-place
+  /// `ncclReduce` reads them only).
   void reduce(std::size_t root, reduction op = reduction::sum) {
-    check_root("reduce", root);
+    reduce_range(root, 0, size(), op);
+  }
+  /// @brief `reduce` of elements [begin, end) only.
+  void reduce_range(std::size_t root, std::size_t begin, std::size_t end,
+                    reduction op = reduction::sum) {
+    crema::detail::check_participant(name, "reduce_range", root, devices_.size());
+    crema::detail::check_range(name, "reduce_range", begin, end, size());
     grouped([&](std::size_t i) {
-      CREMA_NCCL_TRY(ncclReduce(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
-                                detail::nccl_type<T>(), nccl_op(op), static_cast<int>(root),
-                                comms_[i], streams_[i].native_handle()));
+      T* first = buffers_[i].data() + begin;
+      CREMA_NCCL_TRY(ncclReduce(first, first, end - begin, detail::nccl_type<T>(), nccl_op(op),
+                                static_cast<int>(root), comms_[i], streams_[i].native_handle()));
     });
   }
   void broadcast(std::size_t root) {
-    check_root("broadcast", root);
+    crema::detail::check_participant(name, "broadcast", root, devices_.size());
     grouped([&](std::size_t i) {
       CREMA_NCCL_TRY(ncclBroadcast(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
                                    detail::nccl_type<T>(), static_cast<int>(root), comms_[i],
@@ -98,15 +114,11 @@ class nccl_reducer {
  private:
   static ncclRedOp_t nccl_op(reduction op) { return op == reduction::average ? ncclAvg : ncclSum; }
 
-  void check_root(const char* call, std::size_t root) const {
-    if (root >= devices_.size()) {
-      crema::detail::fail<collective_error>("nccl_reducer::{}: participant {} is outside {}", call,
-                                            root, devices_.size());
-    }
-  }
+  static constexpr const char* name = "nccl_reducer";
 
   template <class Call>
   void grouped(Call&& call) {
+    std::scoped_lock lock(mutex_);
     CREMA_NCCL_TRY(ncclGroupStart());
     for (std::size_t i = 0; i < devices_.size(); ++i) {
       scoped_device on(devices_[i]);
@@ -120,6 +132,9 @@ class nccl_reducer {
   std::vector<device_span<T>> buffers_;
   std::vector<ncclComm_t> comms_;
   std::vector<cuda_stream> streams_;
+  std::mutex mutex_;
 };
+
+static_assert(tree_collective<nccl_reducer<float>>);
 
 }  // namespace crema::cuda
