@@ -193,6 +193,24 @@ class device_tree_reducer {
              });
   }
 
+  /// @brief Writes the tree-order sum of elements [begin, end) into `out` (`end - begin`
+  /// elements), on the calling thread; no participant's buffer is written. Thread-safe as
+  /// `reduce_range` (a reducer across ranks sums its local participants this way).
+  /// @throws crema::collective_error if the range is not within the buffers or `out` is not as
+  ///         long as it
+  void sum_into(std::size_t begin, std::size_t end, std::span<T> out) {
+    detail::check_range(name, "sum_into", begin, end, size());
+    if (out.size() != end - begin) {
+      detail::fail<collective_error>("device_tree_reducer::sum_into: {} elements for a range of {}",
+                                     out.size(), end - begin);
+    }
+    const scratch_lease scratch(*this);
+    sum_.run(buffers_, begin, end, scratch.area(),
+             [&](std::size_t offset, const T* values, std::size_t count) {
+               std::copy(values, values + count, out.data() + (offset - begin));
+             });
+  }
+
  private:
   static constexpr const char* name = "device_tree_reducer";
 

@@ -109,7 +109,11 @@ class p2p_sync {
   /// @return the number of gradient buckets
   [[nodiscard]] std::size_t buckets() const noexcept { return bucket_begin_.size() - 1; }
   /// @return the number of participants
-  [[nodiscard]] std::size_t participants() const noexcept { return participants_.size(); }
+  [[nodiscard]] std::size_t participants() const noexcept { return gradients_->participants(); }
+  /// @return the participants whose hooks this sync serves: all of them, or one rank's
+  [[nodiscard]] std::size_t local_participants() const noexcept { return participants_.size(); }
+  /// @return the number of the first of them
+  [[nodiscard]] std::size_t first_local() const noexcept { return first_; }
   /// @return the root participant
   [[nodiscard]] std::size_t root() const noexcept { return root_; }
 
@@ -127,8 +131,8 @@ class p2p_sync {
     }
     me.started = true;
     ++me.step;
-    if (p == root_) {
-      // Every participant has finished the previous step: nobody reads the parameters now.
+    if (p == lead_) {
+      // Every local participant has finished the previous step: nobody reads the parameters now.
       wait_for(
           lock, [&] { return finished_ == participants_.size() * (me.step - 1); },
           [&] { return unfinished(me.step - 1); });
@@ -144,7 +148,7 @@ class p2p_sync {
         [&] {
           return fmt::format(
               "participant {} waited for the parameters of step {} from participant {}", p, me.step,
-              root_);
+              lead_);
         });
   }
 
@@ -205,11 +209,13 @@ class p2p_sync {
       }
     }
     for (const std::size_t b : unmarked) arrive(b);
-    if (p != root_) return;
+    if (p != lead_) return;
     std::unique_lock lock(mutex_);
     wait_for(
         lock, [&] { return summed_ == buckets(); }, [&] { return missing(me.step); });
     summed_ = 0;
+    next_bucket_ = 0;
+    std::fill(ready_.begin(), ready_.end(), false);
   }
 
   /// @brief Participant `p` has failed: every hook, waiting or to come, throws a
@@ -228,13 +234,24 @@ class p2p_sync {
   };
 
   void set_up() {
-    participants_ = std::vector<participant_state>(parameters_->participants());
-    if (gradients_->participants() != participants_.size()) {
+    if (gradients_->participants() != parameters_->participants()) {
       detail::fail<collective_error>(
-          "p2p_sync: the parameters have {} participants, the gradients {}", participants_.size(),
-          gradients_->participants());
+          "p2p_sync: the parameters have {} participants, the gradients {}",
+          parameters_->participants(), gradients_->participants());
     }
-    detail::check_participant("p2p_sync", "root", root_, participants_.size());
+    detail::check_participant("p2p_sync", "root", root_, parameters_->participants());
+    // A collective across ranks serves this rank's participants here; the others' hooks run in
+    // their own processes.
+    std::size_t local = parameters_->participants();
+    if constexpr (requires(const Collective& c) {
+                    { c.local_participants() } -> std::convertible_to<std::size_t>;
+                    { c.global(std::size_t{0}) } -> std::convertible_to<std::size_t>;
+                  }) {
+      local = parameters_->local_participants();
+      first_ = parameters_->global(0);
+    }
+    participants_ = std::vector<participant_state>(local);
+    lead_ = root_ >= first_ && root_ < first_ + local ? root_ : first_;
     if (options_.timeout <= std::chrono::milliseconds::zero()) {
       detail::fail<collective_error>(
           "p2p_sync: timeout must be positive (milliseconds::max() waits for ever), got {} ms",
@@ -261,22 +278,71 @@ class p2p_sync {
     arrivals_ = std::vector<std::atomic<std::size_t>>(buckets());
     for (auto& count : arrivals_) count.store(participants_.size());
     for (auto& state : participants_) state.arrived.assign(buckets(), 0);
+    ready_.assign(buckets(), false);
   }
 
   participant_state& state_of(const char* hook, std::size_t p) {
-    detail::check_participant("p2p_sync", hook, p, participants_.size());
-    return participants_[p];
+    detail::check_participant("p2p_sync", hook, p, participants());
+    if (p < first_ || p >= first_ + participants_.size()) {
+      detail::fail<collective_error>(
+          "p2p_sync::{}: participant {} is not one of participants {} to {} served here", hook, p,
+          first_, first_ + participants_.size() - 1);
+    }
+    return participants_[p - first_];
   }
 
-  // The last arrival for a bucket reduces it, then opens it for the next step.
+  // Models whose ranges must be reduced in one order everywhere (ranks finish buckets in
+  // different orders) say so; their buckets are reduced in index order.
+  static constexpr bool ranges_in_order = [] {
+    if constexpr (requires { Collective::ranges_in_order; }) {
+      return static_cast<bool>(Collective::ranges_in_order);
+    } else {
+      return false;
+    }
+  }();
+
+  // The last local arrival for a bucket reduces it (in index order where the model asks for
+  // that), then opens it for the next step.
   void arrive(std::size_t bucket) {
     if (arrivals_[bucket].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    arrivals_[bucket].store(participants_.size(), std::memory_order_release);
+    if constexpr (ranges_in_order) {
+      reduce_in_order(bucket);
+    } else {
+      reduce_bucket(bucket);
+      std::scoped_lock lock(mutex_);
+      ++summed_;
+      changed_.notify_all();
+    }
+  }
+
+  void reduce_bucket(std::size_t bucket) {
     gradients_->reduce_range(root_, bucket_begin_[bucket], bucket_begin_[bucket + 1],
                              options_.gradients);
-    arrivals_[bucket].store(participants_.size(), std::memory_order_release);
-    std::scoped_lock lock(mutex_);
-    ++summed_;
-    changed_.notify_all();
+  }
+
+  // Buckets are reduced by whichever thread completes the lowest one not yet reduced, together
+  // with the ready ones after it; a bucket ready out of order waits for that thread.
+  void reduce_in_order(std::size_t bucket) {
+    std::unique_lock lock(mutex_);
+    ready_[bucket] = true;
+    if (draining_) return;
+    draining_ = true;
+    try {
+      while (next_bucket_ < buckets() && ready_[next_bucket_]) {
+        const std::size_t next = next_bucket_++;
+        lock.unlock();
+        reduce_bucket(next);
+        lock.lock();
+        ++summed_;
+        changed_.notify_all();
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      draining_ = false;
+      throw;
+    }
+    draining_ = false;
   }
 
   template <class Ready, class Describe>
@@ -300,7 +366,8 @@ class p2p_sync {
     for (std::size_t p = 0; p < participants_.size(); ++p) {
       const auto& arrived = participants_[p].arrived;
       if (std::any_of(arrived.begin(), arrived.end(), [&](auto s) { return s != step; })) {
-        who += who.empty() ? std::to_string(p) : ", " + std::to_string(p);
+        const std::string number = std::to_string(first_ + p);
+        who += who.empty() ? number : ", " + number;
       }
     }
     return fmt::format("the root waited for the gradients of step {} from participants {}", step,
@@ -313,7 +380,8 @@ class p2p_sync {
     for (std::size_t p = 0; p < participants_.size(); ++p) {
       const auto& state = participants_[p];
       if (state.step < step || (state.step == step && state.started)) {
-        who += who.empty() ? std::to_string(p) : ", " + std::to_string(p);
+        const std::string number = std::to_string(first_ + p);
+        who += who.empty() ? number : ", " + number;
       }
     }
     return fmt::format("the root waited to broadcast step {} for participants {} to finish step {}",
@@ -325,6 +393,8 @@ class p2p_sync {
   Collective* parameters_ = nullptr;
   Collective* gradients_ = nullptr;
   std::size_t root_;
+  std::size_t first_ = 0;  // the first participant served here
+  std::size_t lead_ = 0;   // the one that makes this process's collective calls
   p2p_sync_options options_;
   std::vector<std::size_t> bucket_begin_;
   std::vector<std::atomic<std::size_t>> arrivals_;
@@ -335,6 +405,9 @@ class p2p_sync {
   std::uint64_t published_ = 0;  // the last step whose parameters the root broadcast
   std::uint64_t finished_ = 0;   // on_gradients_ready calls so far, every participant's
   std::size_t summed_ = 0;       // buckets reduced in the current step
+  std::vector<bool> ready_;      // per bucket, when reduced in order: every local marker is in
+  std::size_t next_bucket_ = 0;  // the next bucket to reduce, when in order
+  bool draining_ = false;        // a thread reduces the ready buckets in order
   std::optional<std::string> aborted_;
 };
 

@@ -116,6 +116,48 @@ class tree_topology {
   /// @return the tree on one line, as "0(1 2(3))": each participant's number, then its children
   [[nodiscard]] std::string describe() const { return describe(root_); }
 
+  /// @brief The tree of several trees: `over` joins `parts` (one per node of `over`, all of the
+  /// same size), the way ranks join their local trees. Participant i of part p is numbered
+  /// p x parts[0].size() + i (and that is its id). Each part keeps its shape; the root of part p
+  /// takes, after its own children, the roots of the parts that are p's children in `over`, in
+  /// their order. So a sum in the joined tree's order is each part's local sum, then its child
+  /// parts' sums: what a reducer across ranks computes.
+  /// @throws crema::collective_error if the parts do not match `over`'s size or each other's
+  [[nodiscard]] static tree_topology join(const tree_topology& over,
+                                          const std::vector<tree_topology>& parts) {
+    if (parts.size() != over.size() || parts.empty()) {
+      detail::fail<collective_error>("tree_topology::join: {} parts for a tree of {}", parts.size(),
+                                     over.size());
+    }
+    const std::size_t local = parts.front().size();
+    for (std::size_t p = 1; p < parts.size(); ++p) {
+      if (parts[p].size() != local) {
+        detail::fail<collective_error>(
+            "tree_topology::join: part {} has {} participants, part 0 has {}", p, parts[p].size(),
+            local);
+      }
+    }
+    std::vector<int> ids(over.size() * local);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+    tree_topology tree(ids);
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const tree_topology& part = parts[p];
+      const std::size_t base = p * local;
+      for (std::size_t i = 0; i < local; ++i) {
+        for (const std::size_t child : part.children(i)) {
+          tree.attach(base + child, base + i, part.direct(child));
+        }
+      }
+      for (const std::size_t child_part : over.children(p)) {
+        tree.attach(child_part * local + parts[child_part].root(), base + part.root(),
+                    over.direct(child_part));
+      }
+    }
+    tree.root_ = over.root() * local + parts[over.root()].root();
+    tree.finish();
+    return tree;
+  }
+
  private:
   explicit tree_topology(std::span<const int> ids)
       : ids_(ids.begin(), ids.end()),

@@ -1,0 +1,551 @@
+#pragma once
+
+#include <crema/collective/backends/host_threads.hpp>
+#include <crema/collective/detail/elementwise.hpp>
+#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/reduction.hpp>
+#include <crema/collective/topology.hpp>
+#include <crema/core/detail/deadline.hpp>
+#include <crema/core/error.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace crema::mpi {
+
+/// @brief How sums cross ranks.
+enum class across_ranks {
+  tree,       ///< crema's tree over point-to-point messages: the single-process reducer's bits
+  allreduce,  ///< `MPI_Iallreduce`: MPI's own algorithm, equal within rounding
+};
+
+/// @brief How an `mpi_reducer` works.
+struct reducer_options {
+  across_ranks across = across_ranks::tree;
+  /// How long any rank waits for another in one operation before it raises `crema::mpi_error`
+  /// naming it; after a timeout the reducer issues nothing more on its communicator.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// Elements per message across ranks.
+  std::size_t chunk_elements = std::size_t{1} << 20;
+};
+
+/// @brief Rank `rank` of `ranks`, with `local` consumers: the shard its consumer `consumer` reads,
+/// as (shard, shards) for `source.shard`, so that all ranks together read every record once per
+/// epoch (shard rank x local + consumer of ranks x local).
+[[nodiscard]] constexpr std::pair<std::size_t, std::size_t> shard_of(
+    std::size_t rank, std::size_t ranks, std::size_t local, std::size_t consumer) noexcept {
+  return {rank * local + consumer, ranks * local};
+}
+
+namespace detail {
+
+// Turns an MPI error code into crema::mpi_error naming the call and MPI's words.
+inline void check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  crema::detail::fail_with_code<mpi_error>(code, "{} failed: {}", call, std::string(text, length));
+}
+
+template <class T>
+MPI_Datatype mpi_type() {
+  if constexpr (std::is_same_v<T, float>) {
+    return MPI_FLOAT;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return MPI_DOUBLE;
+  } else if constexpr (std::is_same_v<T, std::int32_t>) {
+    return MPI_INT32_T;
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    return MPI_INT64_T;
+  } else {
+    return MPI_DATATYPE_NULL;
+  }
+}
+
+}  // namespace detail
+
+/// @brief The MPI model of `tree_collective`: participants on several ranks (processes, and
+/// through MPI, machines), each rank with a local tree of its own participants and buffers.
+///
+/// Global participant `g` is local participant `g % local` of rank `g / local`; every rank has the
+/// same number of local participants and elements. A reduction sums each rank's local tree (in
+/// its order), then across ranks: over crema's own tree of ranks through point-to-point messages
+/// (the same bits as the single-process reducer over `topology()`, the joined tree), or through
+/// `MPI_Iallreduce` by option; then delivers (the average's 1/N over all participants). Every
+/// rank calls every operation, with the same arguments, in the same order, as with MPI's own
+/// collectives, on the communicator the user passes (duplicated, so crema's messages never meet
+/// the user's).
+///
+/// Before each operation the ranks agree on it (operation, range, root, step, sizes): a rank whose
+/// view differs makes every rank raise `crema::mpi_error` naming both ranks' views, instead of a
+/// hang or mixed buffers. Every wait is bounded by `timeout` (twice that for rank 0's verdict on an
+/// agreement, which waits for everyone else first): a rank that stops answering makes the others
+/// raise `mpi_error` naming it, after which the reducer issues no further operation.
+///
+/// MPI must be initialized with at least `MPI_THREAD_SERIALIZED`: operations may be called from
+/// several threads (a `p2p_sync` reduces a bucket on the thread that finished it), one at a
+/// time (they serialize on a mutex). Ranges are reduced in the order they are called; `p2p_sync`
+/// calls them in bucket order for models that say so (`ranges_in_order`).
+/// @tparam T a `reducible`, trivially copyable element type (messages carry its bytes); the
+///           `allreduce` path needs float, double, int32 or int64
+template <reducible T>
+class mpi_reducer {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "crema: mpi_reducer moves elements as bytes: T must be trivially copyable");
+
+ public:
+  using value_type = T;
+  /// Ranks must reduce ranges in one order: `p2p_sync` issues its buckets in index order.
+  static constexpr bool ranges_in_order = true;
+
+  /// @param comm         the communicator of the ranks taking part (duplicated here)
+  /// @param local_tree   this rank's participants
+  /// @param local_buffers one buffer per local participant, all of the same size
+  /// @param options      how sums cross ranks, the timeout, the message size
+  /// @param backend      the host threads of the local reductions (null: a default team)
+  /// @throws crema::mpi_error if MPI is not initialized with MPI_THREAD_SERIALIZED or more, if
+  ///         the ranks disagree on participants or sizes (naming the ranks), or on a timeout
+  /// @throws crema::collective_error on local buffers that do not fit the local tree
+  mpi_reducer(MPI_Comm comm, tree_topology local_tree, std::vector<std::span<T>> local_buffers,
+              reducer_options options = {}, std::shared_ptr<host_threads> backend = nullptr)
+      : local_(local_tree, std::move(local_buffers), std::move(backend)),
+        local_tree_(std::move(local_tree)),
+        options_(options) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: MPI is not initialized");
+    }
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      crema::detail::fail_with_code<mpi_error>(
+          0,
+          "mpi_reducer: MPI runs at thread level {}; crema calls MPI from its participants' "
+          "threads one at a time: initialize it with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, "
+          "...)",
+          provided);
+    }
+    if (options_.timeout <= std::chrono::milliseconds::zero()) {
+      crema::detail::fail<config_error>("mpi_reducer: timeout must be positive, got {} ms",
+                                        options_.timeout.count());
+    }
+    if (options_.chunk_elements == 0 ||
+        options_.chunk_elements > static_cast<std::size_t>(INT_MAX) / sizeof(T)) {
+      crema::detail::fail<config_error>(
+          "mpi_reducer: chunk_elements must be between 1 and {} for elements of {} bytes, got {}",
+          static_cast<std::size_t>(INT_MAX) / sizeof(T), sizeof(T), options_.chunk_elements);
+    }
+    if (options_.across == across_ranks::allreduce && detail::mpi_type<T>() == MPI_DATATYPE_NULL) {
+      crema::detail::fail<config_error>(
+          "mpi_reducer: across_ranks::allreduce needs float, double, int32 or int64 elements");
+    }
+    detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    int rank = 0;
+    int ranks = 1;
+    MPI_Comm_rank(comm_, &rank);
+    MPI_Comm_size(comm_, &ranks);
+    rank_ = static_cast<std::size_t>(rank);
+    ranks_ = static_cast<std::size_t>(ranks);
+    std::vector<int> rank_ids(ranks_);
+    std::iota(rank_ids.begin(), rank_ids.end(), 0);
+    rank_tree_ = std::make_unique<tree_topology>(
+        tree_topology::build(rank_ids, [](int, int) { return true; }));
+    chunk_.resize(std::min(options_.chunk_elements, std::max<std::size_t>(1, local_.size())));
+    incoming_.resize(chunk_.size());
+    agree(operation::construct, 0, local_.size(), 0);
+  }
+  mpi_reducer(const mpi_reducer&) = delete;
+  mpi_reducer& operator=(const mpi_reducer&) = delete;
+  ~mpi_reducer() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  /// @return all participants, on every rank
+  [[nodiscard]] std::size_t participants() const noexcept { return ranks_ * local_.participants(); }
+  /// @return the number of elements in each buffer
+  [[nodiscard]] std::size_t size() const noexcept { return local_.size(); }
+  /// @return this rank
+  [[nodiscard]] std::size_t rank() const noexcept { return rank_; }
+  /// @return the number of ranks
+  [[nodiscard]] std::size_t ranks() const noexcept { return ranks_; }
+  /// @return the participants of each rank
+  [[nodiscard]] std::size_t local_participants() const noexcept { return local_.participants(); }
+  /// @return the global number of this rank's local participant `i`
+  [[nodiscard]] std::size_t global(std::size_t i) const noexcept {
+    return rank_ * local_.participants() + i;
+  }
+  /// @return the tree whose order the sums follow (over `across_ranks::tree`): every rank's local
+  ///         tree, joined by the tree of ranks
+  [[nodiscard]] tree_topology topology() const {
+    return tree_topology::join(*rank_tree_, std::vector<tree_topology>(ranks_, local_tree_));
+  }
+
+  /// @brief Every participant's buffer becomes a copy of participant `root`'s.
+  void broadcast(std::size_t root) {
+    check_root("broadcast", root);
+    std::scoped_lock lock(mutex_);
+    agree(operation::broadcast, 0, size(), root);
+    const int source = static_cast<int>(root / local_participants());
+    const std::size_t mine = root % local_participants();
+    for (std::size_t offset = 0; offset < size(); offset += chunk_.size()) {
+      const std::size_t count = std::min(chunk_.size(), size() - offset);
+      if (rank_ == static_cast<std::size_t>(source)) {
+        const auto from = local_.buffer(mine).subspan(offset, count);
+        std::copy(from.begin(), from.end(), chunk_.begin());
+      }
+      MPI_Request request = MPI_REQUEST_NULL;
+      detail::check(MPI_Ibcast(chunk_.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, source,
+                               comm_, &request),
+                    "MPI_Ibcast");
+      wait({&request, 1}, {&source, 1}, "broadcast");
+      for (std::size_t i = 0; i < local_participants(); ++i) {
+        if (rank_ == static_cast<std::size_t>(source) && i == mine) continue;
+        std::copy(chunk_.begin(), chunk_.begin() + static_cast<std::ptrdiff_t>(count),
+                  local_.buffer(i).begin() + static_cast<std::ptrdiff_t>(offset));
+      }
+    }
+  }
+
+  /// @brief Participant `root`'s buffer receives the sum (times 1/N for `average`); the others
+  /// are left as they were.
+  void reduce(std::size_t root, reduction op = reduction::sum) {
+    reduce_range(root, 0, size(), op);
+  }
+
+  /// @brief Every participant's buffer receives the sum (times 1/N for `average`).
+  void allreduce(reduction op = reduction::sum) {
+    std::scoped_lock lock(mutex_);
+    agree(operation::allreduce, 0, size(), op == reduction::average ? 1 : 0);
+    run_reduction(0, size(), op, std::nullopt);
+  }
+
+  /// @brief `reduce` of elements [begin, end) only.
+  /// @throws crema::collective_error if `root` is not a participant or the range is not within
+  ///         the buffers; crema::mpi_error if the ranks disagree or one times out
+  void reduce_range(std::size_t root, std::size_t begin, std::size_t end,
+                    reduction op = reduction::sum) {
+    check_root("reduce_range", root);
+    crema::detail::check_range(name, "reduce_range", begin, end, size());
+    std::scoped_lock lock(mutex_);
+    agree(op == reduction::average ? operation::reduce_average : operation::reduce_sum, begin, end,
+          root);
+    run_reduction(begin, end, op, root);
+  }
+
+ private:
+  static constexpr const char* name = "mpi_reducer";
+
+  enum class operation : std::uint64_t {
+    construct = 1,
+    broadcast,
+    reduce_sum,
+    reduce_average,
+    allreduce,
+  };
+  static const char* operation_name(std::uint64_t op) {
+    switch (static_cast<operation>(op)) {
+      case operation::construct:
+        return "construct";
+      case operation::broadcast:
+        return "broadcast";
+      case operation::reduce_sum:
+        return "reduce(sum)";
+      case operation::reduce_average:
+        return "reduce(average)";
+      case operation::allreduce:
+        return "allreduce";
+    }
+    return "?";
+  }
+
+  // What a rank says it is about to do; all ranks must say the same.
+  struct view {
+    std::uint64_t op = 0;
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    std::uint64_t root = 0;
+    std::uint64_t step = 0;
+    std::uint64_t elements = 0;
+    std::uint64_t local = 0;
+    std::uint64_t element_bytes = 0;
+    friend bool operator==(const view&, const view&) = default;
+  };
+  static std::string describe(const view& v) {
+    return fmt::format(
+        "{} of elements [{}, {}) root {} at step {} ({} local participants of {} elements of {} "
+        "bytes)",
+        operation_name(v.op), v.begin, v.end, v.root, v.step, v.local, v.elements, v.element_bytes);
+  }
+  // Rank 0's answer: agreement, or the first rank that disagreed (with both views), or a rank
+  // that did not answer.
+  struct verdict {
+    std::uint64_t status = 0;  // 0 agreed, 1 a rank disagrees, 2 a rank is silent
+    std::uint64_t rank = 0;
+    view zero{};
+    view theirs{};
+  };
+
+  static constexpr int agree_tag = 1;
+  static constexpr int verdict_tag = 2;
+  static constexpr int data_tag = 3;
+
+  void check_root(const char* call, std::size_t root) const {
+    crema::detail::check_participant(name, call, root, participants());
+  }
+
+  // Every rank tells rank 0 its view; rank 0 compares and answers everyone. A rank that
+  // disagrees or does not answer in time is named to all, and the reducer is spent.
+  void agree(operation op, std::size_t begin, std::size_t end, std::size_t root) {
+    if (spent_) {
+      crema::detail::fail_with_code<mpi_error>(
+          0, "mpi_reducer: rank {} issues nothing more on a communicator that failed: {}", rank_,
+          spent_reason_);
+    }
+    const view mine{static_cast<std::uint64_t>(op), begin,    end, root, step_++, local_.size(),
+                    local_participants(),           sizeof(T)};
+    if (ranks_ == 1) return;
+    verdict answer;
+    if (rank_ == 0) {
+      std::vector<view> views(ranks_);
+      std::vector<MPI_Request> requests(ranks_ - 1, MPI_REQUEST_NULL);
+      std::vector<int> peers(ranks_ - 1);
+      for (std::size_t r = 1; r < ranks_; ++r) {
+        peers[r - 1] = static_cast<int>(r);
+        detail::check(MPI_Irecv(&views[r], sizeof(view), MPI_BYTE, static_cast<int>(r), agree_tag,
+                                comm_, &requests[r - 1]),
+                      "MPI_Irecv");
+      }
+      const auto silent = wait_for_some(requests, peers);
+      if (silent) {
+        answer = {2, static_cast<std::uint64_t>(*silent), mine, {}};
+      } else {
+        for (std::size_t r = 1; r < ranks_; ++r) {
+          if (!(views[r] == mine)) {
+            answer = {1, r, mine, views[r]};
+            break;
+          }
+        }
+      }
+      std::vector<MPI_Request> sends(ranks_ - 1, MPI_REQUEST_NULL);
+      for (std::size_t r = 1; r < ranks_; ++r) {
+        if (answer.status == 2 && answer.rank == r) continue;  // it is not listening
+        detail::check(MPI_Isend(&answer, sizeof(answer), MPI_BYTE, static_cast<int>(r), verdict_tag,
+                                comm_, &sends[r - 1]),
+                      "MPI_Isend");
+      }
+      wait_for_some(sends, peers);  // a rank that died now is found at the next operation
+    } else {
+      MPI_Request send = MPI_REQUEST_NULL;
+      MPI_Request receive = MPI_REQUEST_NULL;
+      detail::check(MPI_Isend(&mine, sizeof(view), MPI_BYTE, 0, agree_tag, comm_, &send),
+                    "MPI_Isend");
+      detail::check(MPI_Irecv(&answer, sizeof(answer), MPI_BYTE, 0, verdict_tag, comm_, &receive),
+                    "MPI_Irecv");
+      std::array<MPI_Request, 2> both{send, receive};
+      const std::array<int, 2> zero{0, 0};
+      // Rank 0 answers only once it has waited `timeout` for a silent rank: wait longer for it,
+      // so that the silent rank is the one named.
+      if (wait_for_some(both, zero, 2 * options_.timeout)) {
+        spend(fmt::format("rank {} did not hear from rank 0 within {} ms about its {}", rank_,
+                          2 * options_.timeout.count(), describe(mine)));
+      }
+    }
+    if (answer.status == 2) {
+      spend(fmt::format("rank {} did not answer within {} ms; rank {} was at its {}", answer.rank,
+                        options_.timeout.count(), rank_, describe(mine)));
+    }
+    if (answer.status == 1) {
+      spend(fmt::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
+                        describe(answer.zero), answer.rank, describe(answer.theirs)));
+    }
+  }
+
+  // Marks the reducer spent and raises the failure.
+  [[noreturn]] void spend(std::string reason) {
+    spent_ = true;
+    spent_reason_ = reason;
+    crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: {}", reason);
+  }
+
+  // Waits for every request until the timeout; returns the first peer whose request did not
+  // complete (its request cancelled), or nothing.
+  std::optional<int> wait_for_some(std::span<MPI_Request> requests, std::span<const int> peers) {
+    return wait_for_some(requests, peers, options_.timeout);
+  }
+  std::optional<int> wait_for_some(std::span<MPI_Request> requests, std::span<const int> peers,
+                                   std::chrono::milliseconds timeout) {
+    const auto deadline = crema::detail::deadline_after(timeout);
+    std::size_t polls = 0;
+    for (;;) {
+      int done = 0;
+      detail::check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                                MPI_STATUSES_IGNORE),
+                    "MPI_Testall");
+      if (done) return std::nullopt;
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      if (++polls < 1000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    std::optional<int> silent;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+      if (done) continue;
+      if (!silent) silent = peers[i];
+      MPI_Cancel(&requests[i]);
+      MPI_Request_free(&requests[i]);
+    }
+    return silent;
+  }
+
+  // As wait_for_some, raising a spent mpi_error naming the silent peer.
+  void wait(std::span<MPI_Request> requests, std::span<const int> peers, const char* what) {
+    if (const auto silent = wait_for_some(requests, peers)) {
+      spend(fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
+                        options_.timeout.count(), *silent, what, step_ - 1));
+    }
+  }
+
+  // Sums [begin, end) across all participants; delivers it to every local buffer (root none) or
+  // to global participant `root`'s buffer only.
+  void run_reduction(std::size_t begin, std::size_t end, reduction op,
+                     std::optional<std::size_t> root) {
+    const auto scale = scale_for<T>(op, participants());
+    const std::size_t target_rank = root ? *root / local_participants() : 0;
+    for (std::size_t offset = begin; offset < end; offset += chunk_.size()) {
+      const std::size_t count = std::min(chunk_.size(), end - offset);
+      const std::span<T> sum(chunk_.data(), count);
+      local_.sum_into(offset, offset + count, sum);
+      std::size_t holder = 0;  // the rank that holds the total after the sum
+      if (options_.across == across_ranks::tree) {
+        holder = rank_tree_->root();
+        sum_up_the_tree(sum);
+      } else if (ranks_ > 1) {
+        holder = rank_;  // every rank holds it
+        MPI_Request request = MPI_REQUEST_NULL;
+        detail::check(MPI_Iallreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(count),
+                                     detail::mpi_type<T>(), MPI_SUM, comm_, &request),
+                      "MPI_Iallreduce");
+        const int anyone = -1;
+        wait({&request, 1}, {&anyone, 1}, "MPI_Iallreduce");
+      }
+      const bool everyone_holds = options_.across == across_ranks::allreduce;
+      if (everyone_holds || rank_ == holder) {
+        if (op == reduction::average)
+          crema::detail::scale_into(sum.data(), sum.data(), count, scale);
+      }
+      if (!root) {
+        if (!everyone_holds) broadcast_down_the_tree(sum);
+        for (std::size_t i = 0; i < local_participants(); ++i) {
+          std::copy(sum.begin(), sum.end(),
+                    local_.buffer(i).begin() + static_cast<std::ptrdiff_t>(offset));
+        }
+        continue;
+      }
+      if (!everyone_holds && holder != target_rank) {
+        const int peer = static_cast<int>(rank_ == holder ? target_rank : holder);
+        if (rank_ == holder || rank_ == target_rank) {
+          MPI_Request request = MPI_REQUEST_NULL;
+          if (rank_ == holder) {
+            detail::check(MPI_Isend(sum.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, peer,
+                                    data_tag, comm_, &request),
+                          "MPI_Isend");
+          } else {
+            detail::check(MPI_Irecv(sum.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, peer,
+                                    data_tag, comm_, &request),
+                          "MPI_Irecv");
+          }
+          wait({&request, 1}, {&peer, 1}, "delivery");
+        }
+      }
+      if (rank_ == target_rank) {
+        std::copy(sum.begin(), sum.end(),
+                  local_.buffer(*root % local_participants()).begin() +
+                      static_cast<std::ptrdiff_t>(offset));
+      }
+    }
+  }
+
+  // The rank tree's order: this rank's local sum, then each child rank's subtree sum, in order;
+  // then up to the parent rank.
+  void sum_up_the_tree(std::span<T> sum) {
+    const std::size_t count = sum.size();
+    const int bytes = static_cast<int>(count * sizeof(T));
+    for (const std::size_t child : rank_tree_->children(rank_)) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int peer = static_cast<int>(child);
+      detail::check(MPI_Irecv(incoming_.data(), bytes, MPI_BYTE, peer, data_tag, comm_, &request),
+                    "MPI_Irecv");
+      wait({&request, 1}, {&peer, 1}, "sum");
+      crema::detail::add_into(sum.data(), incoming_.data(), count);
+    }
+    if (const auto parent = rank_tree_->parent(rank_)) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int peer = static_cast<int>(*parent);
+      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peer, data_tag, comm_, &request),
+                    "MPI_Isend");
+      wait({&request, 1}, {&peer, 1}, "sum");
+    }
+  }
+
+  // From the tree's root down: every rank receives the total from its parent, passes it on.
+  void broadcast_down_the_tree(std::span<T> sum) {
+    const int bytes = static_cast<int>(sum.size() * sizeof(T));
+    if (const auto parent = rank_tree_->parent(rank_)) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int peer = static_cast<int>(*parent);
+      detail::check(MPI_Irecv(sum.data(), bytes, MPI_BYTE, peer, data_tag, comm_, &request),
+                    "MPI_Irecv");
+      wait({&request, 1}, {&peer, 1}, "result");
+    }
+    const auto children = rank_tree_->children(rank_);
+    std::vector<MPI_Request> sends(children.size(), MPI_REQUEST_NULL);
+    std::vector<int> peers(children.size());
+    for (std::size_t c = 0; c < children.size(); ++c) {
+      peers[c] = static_cast<int>(children[c]);
+      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peers[c], data_tag, comm_, &sends[c]),
+                    "MPI_Isend");
+    }
+    wait(sends, peers, "result");
+  }
+
+  device_tree_reducer<T> local_;
+  tree_topology local_tree_;
+  reducer_options options_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::size_t rank_ = 0;
+  std::size_t ranks_ = 1;
+  std::unique_ptr<tree_topology> rank_tree_;
+  std::vector<T> chunk_;     // the sum of one chunk
+  std::vector<T> incoming_;  // a child rank's sum of it
+  std::uint64_t step_ = 0;   // operations issued, the same count on every rank that agrees
+  bool spent_ = false;
+  std::string spent_reason_;
+  std::mutex mutex_;
+};
+
+}  // namespace crema::mpi
