@@ -16,19 +16,40 @@
 template class crema::cuda::cuda_p2p_reducer<float>;
 template class crema::cuda::nccl_reducer<float>;
 
-TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
-  if (crema::test::skip_without_cuda_device()) return;
-  const int devices = crema::cuda::device_count();
-  std::vector<int> ids(static_cast<std::size_t>(devices));
-  std::iota(ids.begin(), ids.end(), 0);
+namespace {
+
+// One 1000-element buffer per GPU of the machine, participant i's filled with i + 1, and their
+// device spans (the device side is the newest).
+struct one_buffer_per_gpu {
+  std::vector<int> ids;
   std::vector<crema::cuda::synced_buffer<float>> buffers;
   std::vector<crema::device_span<float>> spans;
-  for (const int device : ids) {
-    crema::cuda::scoped_device on(device);
-    buffers.emplace_back(1000, crema::host_pinned_resource{}, crema::cuda_device_resource(device));
-    std::ranges::fill(buffers.back().mutable_host(), static_cast<float>(device + 1));
-    spans.push_back(buffers.back().mutable_device());
+
+  one_buffer_per_gpu() : ids(static_cast<std::size_t>(crema::cuda::device_count())) {
+    std::iota(ids.begin(), ids.end(), 0);
+    for (const int device : ids) {
+      crema::cuda::scoped_device on(device);
+      buffers.emplace_back(1000, crema::host_pinned_resource{},
+                           crema::cuda_device_resource(device));
+      spans.emplace_back();
+    }
+    refill();
   }
+  void refill() {
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      std::ranges::fill(buffers[i].mutable_host(), static_cast<float>(i + 1));
+      spans[i] = buffers[i].mutable_device();  // uploads
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
+  if (crema::test::skip_without_cuda_device()) return;
+  one_buffer_per_gpu gpus;
+  const int devices = static_cast<int>(gpus.ids.size());
+  auto& [ids, buffers, spans] = gpus;
   const auto tree = crema::tree_topology::build(ids, [](int a, int b) {
     int can = 0;
     return a == b || (cudaDeviceCanAccessPeer(&can, a, b) == cudaSuccess && can != 0);
@@ -50,22 +71,10 @@ TEST_CASE("the peer-copy and NCCL reducers average one buffer per GPU") {
 
 TEST_CASE("the peer-copy and NCCL reducers reduce into one root and leave the others as they were") {
   if (crema::test::skip_without_cuda_device()) return;
-  const int devices = crema::cuda::device_count();
-  std::vector<int> ids(static_cast<std::size_t>(devices));
-  std::iota(ids.begin(), ids.end(), 0);
-  std::vector<crema::cuda::synced_buffer<float>> buffers;
-  std::vector<crema::device_span<float>> spans;
-  const auto refill = [&] {
-    for (std::size_t i = 0; i < buffers.size(); ++i) {
-      std::ranges::fill(buffers[i].mutable_host(), static_cast<float>(i + 1));
-      spans[i] = buffers[i].mutable_device();  // uploads
-    }
-  };
-  for (const int device : ids) {
-    crema::cuda::scoped_device on(device);
-    buffers.emplace_back(1000, crema::host_pinned_resource{}, crema::cuda_device_resource(device));
-    spans.push_back(buffers.back().mutable_device());
-  }
+  one_buffer_per_gpu gpus;
+  const int devices = static_cast<int>(gpus.ids.size());
+  auto& [ids, buffers, spans] = gpus;
+  const auto refill = [&] { gpus.refill(); };
   const auto tree = crema::tree_topology::flat(ids);
   const std::size_t root = ids.size() - 1;
   const float sum = static_cast<float>(devices * (devices + 1)) / 2.0f;

@@ -12,6 +12,17 @@
 #include <numeric>
 #include <vector>
 
+namespace {
+
+// Trees of 1 to 16 participants in two islands (0-7 and 8-15), as GPUs in two peer groups.
+crema::tree_topology two_islands(std::size_t participants) {
+  std::vector<int> ids(participants);
+  std::iota(ids.begin(), ids.end(), 0);
+  return crema::tree_topology::build(ids, [](int a, int b) { return (a < 8) == (b < 8); });
+}
+
+}  // namespace
+
 TEST_SUITE("cuda reducer logic on the CPU") {
   TEST_CASE("add_into and scale_into compute element-wise sums and scalings") {
     std::vector<float> accumulator{1, 2, 3};
@@ -25,10 +36,7 @@ TEST_SUITE("cuda reducer logic on the CPU") {
   TEST_CASE("the peer-copy schedule gives the tree-order sum bit for bit on every participant") {
     for (std::size_t participants = 1; participants <= 16; ++participants) {
       CAPTURE(participants);
-      std::vector<int> ids(participants);
-      std::iota(ids.begin(), ids.end(), 0);
-      const auto tree =
-          crema::tree_topology::build(ids, [](int a, int b) { return (a < 8) == (b < 8); });
+      const auto tree = two_islands(participants);
       auto buffers = crema::test::make_inputs(participants, 1009, 11);
       const auto inputs = buffers;
       std::vector<float> staging(1009);
@@ -50,14 +58,12 @@ TEST_SUITE("cuda reducer logic on the CPU") {
     }
   }
 
-  TEST_CASE("the peer-copy reduce schedule gives the tree-order sum and leaves every buffer as it "
-            "was") {
+  TEST_CASE(
+      "the peer-copy reduce schedule gives the tree-order sum and leaves every buffer as it "
+      "was") {
     for (std::size_t participants = 1; participants <= 16; ++participants) {
       CAPTURE(participants);
-      std::vector<int> ids(participants);
-      std::iota(ids.begin(), ids.end(), 0);
-      const auto tree =
-          crema::tree_topology::build(ids, [](int a, int b) { return (a < 8) == (b < 8); });
+      const auto tree = two_islands(participants);
       const auto buffers = crema::test::make_inputs(participants, 1009, 13);
       std::vector<std::vector<float>> partial(participants, std::vector<float>(1009));
       std::vector<float> staging(1009);
@@ -68,8 +74,8 @@ TEST_SUITE("cuda reducer logic on the CPU") {
           tree, [&](std::size_t node) { partial[node] = buffers[node]; },
           [&](std::size_t parent, std::size_t child) {
             staging = subtree_sum(child);  // the peer copy into the parent's staging buffer
-            crema::cuda::detail::add_into(thrust::cpp::par, partial[parent].data(),
-                                          staging.data(), staging.size());
+            crema::cuda::detail::add_into(thrust::cpp::par, partial[parent].data(), staging.data(),
+                                          staging.size());
           });
       const auto& sum = subtree_sum(tree.root());
       for (std::size_t i = 0; i < 1009; ++i) {
