@@ -32,7 +32,7 @@ namespace crema::mpi {
 /// @brief How sums cross ranks.
 enum class across_ranks {
   tree,       ///< crema's tree over point-to-point messages: the single-process reducer's bits
-  allreduce,  ///< `MPI_Iallreduce`: MPI's own algorithm, equal within rounding
+  allreduce,  ///< `MPI_Allreduce`: MPI's own algorithm, equal within rounding
 };
 
 /// @brief How an `mpi_reducer` works.
@@ -41,7 +41,7 @@ struct reducer_options {
   /// How long any rank waits for another in one operation before it raises `crema::mpi_error`
   /// naming it; after a timeout the reducer issues nothing more on its communicator.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  /// Elements per message across ranks.
+  /// Elements per message of crema's tree across ranks (MPI_Allreduce gets whole ranges).
   std::size_t chunk_elements = std::size_t{1} << 20;
 };
 
@@ -88,7 +88,7 @@ MPI_Datatype mpi_type() {
 /// same number of local participants and elements. A reduction sums each rank's local tree (in
 /// its order), then across ranks: over crema's own tree of ranks through point-to-point messages
 /// (the same bits as the single-process reducer over `topology()`, the joined tree), or through
-/// `MPI_Iallreduce` by option; then delivers (the average's 1/N over all participants). Every
+/// `MPI_Allreduce` by option; then delivers (the average's 1/N over all participants). Every
 /// rank calls every operation, with the same arguments, in the same order, as with MPI's own
 /// collectives, on the communicator the user passes (duplicated, so crema's messages never meet
 /// the user's).
@@ -97,7 +97,9 @@ MPI_Datatype mpi_type() {
 /// view differs makes every rank raise `crema::mpi_error` naming both ranks' views, instead of a
 /// hang or mixed buffers. Every wait is bounded by `timeout` (twice that for rank 0's verdict on an
 /// agreement, which waits for everyone else first): a rank that stops answering makes the others
-/// raise `mpi_error` naming it, after which the reducer issues no further operation.
+/// raise `mpi_error` naming it, after which the reducer issues no further operation. (On the
+/// `allreduce` path the data then moves in MPI's own blocking call, made by ranks that have all
+/// just answered; crema's tree bounds every message by the timeout.)
 ///
 /// MPI must be initialized with at least `MPI_THREAD_SERIALIZED`: operations may be called from
 /// several threads (a `p2p_sync` reduces a bucket on the thread that finished it), one at a
@@ -394,19 +396,22 @@ class mpi_reducer {
   }
   std::optional<int> wait_for_some(std::span<MPI_Request> requests, std::span<const int> peers,
                                    std::chrono::milliseconds timeout) {
+    // MPI moves the data only while it is asked (MPI_Test drives its progress): poll without
+    // sleeping for a while, as MPI_Wait would, then more gently for a rank that is late.
+    const auto started = std::chrono::steady_clock::now();
     const auto deadline = crema::detail::deadline_after(timeout);
-    std::size_t polls = 0;
     for (;;) {
       int done = 0;
       detail::check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                                 MPI_STATUSES_IGNORE),
                     "MPI_Testall");
       if (done) return std::nullopt;
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      if (++polls < 1000) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      if (now - started < std::chrono::milliseconds(50)) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
     std::optional<int> silent;
@@ -436,22 +441,31 @@ class mpi_reducer {
                      std::optional<std::size_t> root) {
     const auto scale = scale_for<T>(op, participants());
     const std::size_t target_rank = root ? *root / local_participants() : 0;
-    for (std::size_t offset = begin; offset < end; offset += chunk_.size()) {
-      const std::size_t count = std::min(chunk_.size(), end - offset);
-      const std::span<T> sum(chunk_.data(), count);
-      local_.sum_into(offset, offset + count, sum);
+    // MPI_Allreduce cuts its messages itself: give it whole ranges (as long as a count fits an
+    // int); crema's tree moves chunks.
+    const bool whole_ranges = options_.across == across_ranks::allreduce && !root;
+    const std::size_t step = whole_ranges ? static_cast<std::size_t>(INT_MAX) : chunk_.size();
+    for (std::size_t offset = begin; offset < end; offset += step) {
+      const std::size_t count = std::min(step, end - offset);
+      // An allreduce overwrites every buffer anyway: the first local one is the working area,
+      // so nothing is copied that MPI_Allreduce itself would not copy. A reduce leaves the
+      // others as they were: it works in a chunk of its own.
+      const std::span<T> sum =
+          root ? std::span<T>(chunk_.data(), count) : local_.buffer(0).subspan(offset, count);
+      // One local participant's buffer is its own sum: nothing to copy onto itself.
+      if (root || local_participants() > 1) local_.sum_into(offset, offset + count, sum);
       std::size_t holder = 0;  // the rank that holds the total after the sum
       if (options_.across == across_ranks::tree) {
         holder = rank_tree_->root();
         sum_up_the_tree(sum);
       } else if (ranks_ > 1) {
         holder = rank_;  // every rank holds it
-        MPI_Request request = MPI_REQUEST_NULL;
-        detail::check(MPI_Iallreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(count),
-                                     detail::mpi_type<T>(), MPI_SUM, comm_, &request),
-                      "MPI_Iallreduce");
-        const int anyone = -1;
-        wait({&request, 1}, {&anyone, 1}, "MPI_Iallreduce");
+        // MPI's blocking algorithms are its tuned ones (Open MPI's non-blocking MPI_Iallreduce
+        // ran at half their speed here). Every rank has just answered the agreement, so the
+        // call is made by all of them; its data movement is MPI's own.
+        detail::check(MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(count),
+                                    detail::mpi_type<T>(), MPI_SUM, comm_),
+                      "MPI_Allreduce");
       }
       const bool everyone_holds = options_.across == across_ranks::allreduce;
       if (everyone_holds || rank_ == holder) {
@@ -460,7 +474,7 @@ class mpi_reducer {
       }
       if (!root) {
         if (!everyone_holds) broadcast_down_the_tree(sum);
-        for (std::size_t i = 0; i < local_participants(); ++i) {
+        for (std::size_t i = 1; i < local_participants(); ++i) {
           std::copy(sum.begin(), sum.end(),
                     local_.buffer(i).begin() + static_cast<std::ptrdiff_t>(offset));
         }
