@@ -172,7 +172,12 @@ class mpi_reducer {
         tree_topology::build(rank_ids, [](int, int) { return true; }));
     chunk_.resize(std::min(options_.chunk_elements, std::max<std::size_t>(1, local_.size())));
     incoming_.resize(chunk_.size());
-    agree(operation::construct, 0, local_.size(), 0);
+    try {
+      agree(operation::construct, 0, local_.size(), 0);
+    } catch (...) {
+      MPI_Comm_free(&comm_);  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
   mpi_reducer(const mpi_reducer&) = delete;
   mpi_reducer& operator=(const mpi_reducer&) = delete;
