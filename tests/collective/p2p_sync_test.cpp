@@ -327,3 +327,54 @@ TEST_SUITE("p2p_sync over any collective") {
                          crema::collective_error);
   }
 }
+
+namespace {
+
+// A recording collective whose ranges must be reduced in one order everywhere (as across ranks),
+// and whose range reductions take a while.
+class slow_ordered_collective : public recording_collective {
+ public:
+  static constexpr bool ranges_in_order = true;
+  using recording_collective::recording_collective;
+  void reduce_range(std::size_t root, std::size_t begin, std::size_t end, crema::reduction op) {
+    std::this_thread::sleep_for(150ms);
+    recording_collective::reduce_range(root, begin, end, op);
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("p2p_sync over any collective") {
+  TEST_CASE(
+      "for models that reduce ranges in one order, buckets travel in index order while the "
+      "participants go on") {
+    crema::test::watchdog guard(30s, "ordered buckets");
+    slow_ordered_collective parameters(2, 9);
+    slow_ordered_collective gradients(2, 9);
+    crema::p2p_sync<slow_ordered_collective> sync(parameters, gradients, 0,
+                                                  {.bucket_sizes = {3, 3, 3}});
+    std::atomic<bool> marked_at_once{true};
+    std::vector<std::jthread> participants;
+    for (std::size_t p = 0; p < 2; ++p) {
+      participants.emplace_back([&, p] {
+        for (int step = 0; step < 2; ++step) {
+          sync.on_start(p);
+          for (std::size_t b : {2U, 0U, 1U}) {  // the last bucket first
+            const auto asked = std::chrono::steady_clock::now();
+            sync.on_bucket_ready(p, b);
+            if (std::chrono::steady_clock::now() - asked > 100ms) marked_at_once = false;
+          }
+          sync.on_gradients_ready(p);
+        }
+      });
+    }
+    participants.clear();
+    CHECK(marked_at_once.load());  // no participant waited for a reduction
+    const std::vector<std::string> one_step{"reduce_range 0 [0, 3) average",
+                                            "reduce_range 0 [3, 6) average",
+                                            "reduce_range 0 [6, 9) average"};
+    std::vector<std::string> expected = one_step;
+    expected.insert(expected.end(), one_step.begin(), one_step.end());
+    CHECK(gradients.calls() == expected);  // in index order, whatever the order of marking
+  }
+}

@@ -15,11 +15,14 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace crema {
@@ -57,7 +60,10 @@ template <class T>
 /// the others wait for that broadcast. Buckets let gradients travel while the backward pass goes
 /// on: `on_bucket_ready(p, b)` says participant p's bucket b is final; the last participant to
 /// say so for a bucket reduces its range (`gradients.reduce_range(root, begin, end, op)`), on its
-/// own thread. `on_gradients_ready` marks the buckets not yet marked. The root's
+/// own thread. For models whose ranges must be reduced in one order everywhere
+/// (`Collective::ranges_in_order`, the MPI reducer: ranks finish buckets in different orders), a
+/// thread of the sync's own reduces them in index order instead, and the participants go on at
+/// once. `on_gradients_ready` marks the buckets not yet marked. The root's
 /// `on_gradients_ready` returns once every bucket is reduced, so it can apply the update; the
 /// others return at once and wait for the new parameters in their next `on_start`.
 ///
@@ -104,6 +110,18 @@ class p2p_sync {
     parameters_ = owned_parameters_.get();
     gradients_ = owned_gradients_.get();
     set_up();
+  }
+
+  p2p_sync(const p2p_sync&) = delete;
+  p2p_sync& operator=(const p2p_sync&) = delete;
+  ~p2p_sync() {
+    if (bucket_thread_.joinable()) {
+      {
+        std::scoped_lock lock(mutex_);
+        bucket_thread_.request_stop();
+      }
+      changed_.notify_all();
+    }
   }
 
   /// @return the number of gradient buckets
@@ -279,6 +297,9 @@ class p2p_sync {
     for (auto& count : arrivals_) count.store(participants_.size());
     for (auto& state : participants_) state.arrived.assign(buckets(), 0);
     ready_.assign(buckets(), false);
+    if constexpr (ranges_in_order) {
+      bucket_thread_ = std::jthread([this](std::stop_token stop) { reduce_buckets(stop); });
+    }
   }
 
   participant_state& state_of(const char* hook, std::size_t p) {
@@ -321,34 +342,46 @@ class p2p_sync {
                              options_.gradients);
   }
 
-  // Buckets are reduced by whichever thread completes the lowest one not yet reduced, together
-  // with the ready ones after it; a bucket ready out of order waits for that thread.
+  // Marks a bucket ready for the bucket thread, which reduces them in index order: the
+  // participant that finished it goes on with its backward pass.
   void reduce_in_order(std::size_t bucket) {
-    std::unique_lock lock(mutex_);
-    ready_[bucket] = true;
-    if (draining_) return;
-    draining_ = true;
-    try {
-      while (next_bucket_ < buckets() && ready_[next_bucket_]) {
-        const std::size_t next = next_bucket_++;
-        lock.unlock();
-        reduce_bucket(next);
-        lock.lock();
-        ++summed_;
-        changed_.notify_all();
-      }
-    } catch (...) {
-      if (!lock.owns_lock()) lock.lock();
-      draining_ = false;
-      throw;
+    {
+      std::scoped_lock lock(mutex_);
+      ready_[bucket] = true;
     }
-    draining_ = false;
+    changed_.notify_all();
+  }
+
+  // The bucket thread (models that reduce ranges in one order): reduces the next bucket as soon
+  // as it is ready, every step; a failure is kept and raised by the hooks.
+  void reduce_buckets(const std::stop_token& stop) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] {
+        return stop.stop_requested() || (next_bucket_ < buckets() && ready_[next_bucket_]);
+      });
+      if (stop.stop_requested()) return;
+      const std::size_t next = next_bucket_++;
+      lock.unlock();
+      try {
+        reduce_bucket(next);
+      } catch (...) {
+        lock.lock();
+        if (!failure_) failure_ = std::current_exception();
+        changed_.notify_all();
+        return;
+      }
+      lock.lock();
+      ++summed_;
+      changed_.notify_all();
+    }
   }
 
   template <class Ready, class Describe>
   void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Describe describe) {
-    const bool done = changed_.wait_until(lock, detail::deadline_after(options_.timeout),
-                                          [&] { return aborted_.has_value() || ready(); });
+    const bool done = changed_.wait_until(lock, detail::deadline_after(options_.timeout), [&] {
+      return aborted_.has_value() || failure_ != nullptr || ready();
+    });
     raise_if_aborted();
     if (!done) {
       detail::fail<collective_error>("p2p_sync: timed out after {} ms: {}",
@@ -357,6 +390,7 @@ class p2p_sync {
   }
 
   void raise_if_aborted() const {
+    if (failure_) std::rethrow_exception(failure_);
     if (aborted_) throw collective_error(*aborted_);
   }
 
@@ -407,8 +441,9 @@ class p2p_sync {
   std::size_t summed_ = 0;       // buckets reduced in the current step
   std::vector<bool> ready_;      // per bucket, when reduced in order: every local marker is in
   std::size_t next_bucket_ = 0;  // the next bucket to reduce, when in order
-  bool draining_ = false;        // a thread reduces the ready buckets in order
+  std::exception_ptr failure_;   // what the bucket thread failed with
   std::optional<std::string> aborted_;
+  std::jthread bucket_thread_;  // last: stopped and joined before the rest goes
 };
 
 /// @brief `p2p_sync` over host-memory buffers (`device_tree_reducer<T>`).
