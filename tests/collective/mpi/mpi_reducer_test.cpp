@@ -291,6 +291,39 @@ TEST_SUITE("p2p_sync over mpi_reducer") {
       train(sync, host_parameters, host_gradients, 0, all, root);
     }
     CHECK(same_bits(parameters[0], host_parameters[root]));
+    // Bucketed equals unbucketed, across ranks too.
+    std::vector<std::vector<float>> whole_parameters(local, std::vector<float>(weights, 0.0f));
+    std::vector<std::vector<float>> whole_gradients(local, std::vector<float>(weights, 0.0f));
+    {
+      crema::mpi::mpi_reducer<float> whole_parameter_sync(MPI_COMM_WORLD, local_tree(local),
+                                                          crema::test::spans_of(whole_parameters));
+      crema::mpi::mpi_reducer<float> whole_gradient_sync(MPI_COMM_WORLD, local_tree(local),
+                                                         crema::test::spans_of(whole_gradients));
+      {
+        crema::p2p_sync<crema::mpi::mpi_reducer<float>> sync(
+            whole_parameter_sync, whole_gradient_sync, root, {.bucket_sizes = {weights}});
+        std::vector<std::jthread> threads;
+        for (std::size_t i = 0; i < local; ++i) {
+          threads.emplace_back([&, i] {
+            const std::size_t g = whole_parameter_sync.global(i);
+            for (int step = 0; step < steps; ++step) {
+              sync.on_start(g);
+              for (std::size_t j = 0; j < weights; ++j) {
+                whole_gradients[i][j] = whole_parameters[i][j] - target(g, step, j);
+              }
+              sync.on_gradients_ready(g);
+              if (g == root) {
+                for (std::size_t j = 0; j < weights; ++j) {
+                  whole_parameters[i][j] -= 0.5f * whole_gradients[i][j];
+                }
+              }
+            }
+          });
+        }
+      }
+      whole_parameter_sync.broadcast(root);
+    }
+    CHECK(same_bits(parameters[0], whole_parameters[0]));
     float distance = 0;
     for (std::size_t j = 0; j < weights; ++j) distance += std::abs(parameters[0][j]);
     CHECK(distance > 0);  // it did train

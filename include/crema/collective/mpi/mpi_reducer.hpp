@@ -444,6 +444,10 @@ class mpi_reducer {
   // to global participant `root`'s buffer only.
   void run_reduction(std::size_t begin, std::size_t end, reduction op,
                      std::optional<std::size_t> root) {
+    if (!root && options_.across == across_ranks::tree && ranks_ > 1) {
+      allreduce_pipelined(begin, end, op);
+      return;
+    }
     const auto scale = scale_for<T>(op, participants());
     const std::size_t target_rank = root ? *root / local_participants() : 0;
     // MPI_Allreduce cuts its messages itself: give it whole ranges (as long as a count fits an
@@ -506,6 +510,97 @@ class mpi_reducer {
                   local_.buffer(*root % local_participants()).begin() +
                       static_cast<std::ptrdiff_t>(offset));
       }
+    }
+  }
+
+  // An allreduce over crema's tree of ranks, its chunks in flight at every level at once: on the
+  // way up, two receives per child rank are posted ahead and each chunk is sent to the parent
+  // without waiting for it; on the way down, every chunk's receive from the parent is posted at
+  // once and each chunk goes on to the children as it arrives. The sums are the same as chunk by
+  // chunk (each chunk: the local sum, then each child's subtree sum in order). Messages between
+  // two ranks keep their order, so the chunks match up without tags of their own. The first local
+  // buffer is the working area.
+  void allreduce_pipelined(std::size_t begin, std::size_t end, reduction op) {
+    const std::size_t chunk = chunk_.size();
+    const std::size_t chunks = (end - begin + chunk - 1) / chunk;
+    const auto children = rank_tree_->children(rank_);
+    const auto parent = rank_tree_->parent(rank_);
+    const std::span<T> work = local_.buffer(0);
+    const auto region = [&](std::size_t k) {
+      const std::size_t offset = begin + k * chunk;
+      return work.subspan(offset, std::min(chunk, end - offset));
+    };
+    const auto bytes_of = [](std::span<T> part) { return static_cast<int>(part.size_bytes()); };
+    // Up: receives two chunks ahead from every child, into slots of their own.
+    incoming_.resize(std::max<std::size_t>(1, 2 * children.size()) * chunk);
+    const auto slot = [&](std::size_t c, std::size_t k) {
+      return std::span<T>(incoming_.data() + (2 * c + k % 2) * chunk, region(k).size());
+    };
+    std::vector<MPI_Request> receives(2 * children.size(), MPI_REQUEST_NULL);
+    const auto post_receive = [&](std::size_t c, std::size_t k) {
+      const auto into = slot(c, k);
+      detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, static_cast<int>(children[c]),
+                              data_tag, comm_, &receives[2 * c + k % 2]),
+                    "MPI_Irecv");
+    };
+    for (std::size_t c = 0; c < children.size(); ++c) {
+      for (std::size_t k = 0; k < std::min<std::size_t>(2, chunks); ++k) post_receive(c, k);
+    }
+    std::vector<MPI_Request> sends(chunks, MPI_REQUEST_NULL);
+    const int parent_rank = parent ? static_cast<int>(*parent) : -1;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const auto sum = region(k);
+      const std::size_t offset = begin + k * chunk;
+      if (local_participants() > 1) local_.sum_into(offset, offset + sum.size(), sum);
+      for (std::size_t c = 0; c < children.size(); ++c) {
+        const int child = static_cast<int>(children[c]);
+        wait({&receives[2 * c + k % 2], 1}, {&child, 1}, "sum");
+        crema::detail::add_into(sum.data(), slot(c, k).data(), sum.size());
+        if (k + 2 < chunks) post_receive(c, k + 2);
+      }
+      if (parent) {
+        detail::check(
+            MPI_Isend(sum.data(), bytes_of(sum), MPI_BYTE, parent_rank, data_tag, comm_, &sends[k]),
+            "MPI_Isend");
+      }
+    }
+    if (parent) {
+      const std::vector<int> to_parent(chunks, parent_rank);
+      wait(sends, to_parent, "sum");
+    }
+    // Down: the root scales; everyone else receives every chunk from its parent, and all pass
+    // each chunk on as it comes.
+    if (!parent && op == reduction::average) {
+      crema::detail::scale_into(work.data() + begin, work.data() + begin, end - begin,
+                                scale_for<T>(op, participants()));
+    }
+    std::vector<MPI_Request> from_parent(chunks, MPI_REQUEST_NULL);
+    if (parent) {
+      for (std::size_t k = 0; k < chunks; ++k) {
+        const auto into = region(k);
+        detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, parent_rank, data_tag, comm_,
+                                &from_parent[k]),
+                      "MPI_Irecv");
+      }
+    }
+    std::vector<MPI_Request> down(chunks * children.size(), MPI_REQUEST_NULL);
+    std::vector<int> down_peers(down.size());
+    for (std::size_t k = 0; k < chunks; ++k) {
+      if (parent) wait({&from_parent[k], 1}, {&parent_rank, 1}, "result");
+      const auto result = region(k);
+      for (std::size_t c = 0; c < children.size(); ++c) {
+        down_peers[k * children.size() + c] = static_cast<int>(children[c]);
+        detail::check(
+            MPI_Isend(result.data(), bytes_of(result), MPI_BYTE, static_cast<int>(children[c]),
+                      data_tag, comm_, &down[k * children.size() + c]),
+            "MPI_Isend");
+      }
+    }
+    wait(down, down_peers, "result");
+    for (std::size_t i = 1; i < local_participants(); ++i) {
+      std::copy(work.begin() + static_cast<std::ptrdiff_t>(begin),
+                work.begin() + static_cast<std::ptrdiff_t>(end),
+                local_.buffer(i).begin() + static_cast<std::ptrdiff_t>(begin));
     }
   }
 
