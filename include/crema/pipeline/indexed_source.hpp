@@ -70,6 +70,13 @@ class keyed_permutation {
   std::uint64_t round_keys_[rounds] = {};
 };
 
+/// @brief The order of pass `epoch` over `size` records for `seed`: what every shuffling crema
+/// source uses, so that the ranks of a job, each with its own shard, agree on it.
+[[nodiscard]] inline keyed_permutation epoch_permutation(std::uint64_t size, std::uint64_t seed,
+                                                         std::uint64_t epoch) noexcept {
+  return keyed_permutation(size, seed ^ (epoch * 0xd1b54a32d192ed03ULL));
+}
+
 /// @brief A source made from two things a user has: how many records there are, and how to get
 /// record `i` (what a PyTorch map-style dataset asks of its user). Sharding, positions, seeking
 /// and an exact shuffle come from crema.
@@ -90,8 +97,8 @@ class indexed_source {
   /// @param at   `Record(std::size_t index)` for every index below `size`
   /// @param name names the data for `key()` ("indexed:<name>")
   template <class At>
-  requires std::is_invocable_r_v<Record, At&, std::size_t>
-  indexed_source(std::size_t size, At at, std::string name = "indexed")
+  requires std::is_invocable_r_v<Record, At&, std::size_t> indexed_source(
+      std::size_t size, At at, std::string name = "indexed")
       : at_(std::move(at)), name_(std::move(name)), size_(size) {}
 
   /// @brief Visits the records in a permutation keyed by (seed, epoch) from now on; rewinds
@@ -146,7 +153,7 @@ class indexed_source {
   [[nodiscard]] std::uint64_t index_at(record_position position) const noexcept {
     const std::uint64_t in_pass = rank_ + position * world_;
     if (!seed_) return in_pass;
-    return keyed_permutation(size_, *seed_ ^ (epoch_ * 0xd1b54a32d192ed03ULL))(in_pass);
+    return epoch_permutation(size_, *seed_, epoch_)(in_pass);
   }
 
  private:

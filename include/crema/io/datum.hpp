@@ -1,0 +1,201 @@
+#pragma once
+
+#include <crema/core/detail/checked.hpp>
+#include <crema/core/error.hpp>
+#include <crema/io/detail/protobuf_wire.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+/// @file
+/// Caffe's `Datum` message (caffe.proto: channels = 1, height = 2, width = 3, data = 4 bytes,
+/// label = 5, float_data = 6 repeated float, encoded = 7 bool), read from and written to the
+/// protocol-buffer wire format without a protobuf library and without a message object: a
+/// `datum_view` points into the record's own bytes.
+
+namespace crema {
+
+/// @brief A decoded `Datum`, pointing into the bytes it was decoded from (valid while they are).
+struct datum_view {
+  std::int32_t channels = 0;
+  std::int32_t height = 0;
+  std::int32_t width = 0;
+  std::int32_t label = 0;
+  bool encoded = false;  ///< `data` is an encoded image (JPEG, PNG), not raw pixels
+  /// Raw pixels, channel-first (C x H x W bytes), or the encoded image's bytes.
+  std::span<const std::byte> data;
+  /// How many values `float_data` holds (for records of floats instead of bytes).
+  std::size_t float_count = 0;
+
+  /// @return channels x height x width
+  [[nodiscard]] std::size_t elements() const noexcept {
+    return static_cast<std::size_t>(channels) * static_cast<std::size_t>(height) *
+           static_cast<std::size_t>(width);
+  }
+  /// @brief Copies the `float_data` values (packed or not on the wire) into `out`, which must
+  /// hold `float_count` of them. Allocates nothing.
+  void copy_floats(std::span<float> out) const;
+
+  /// The whole serialized message (`copy_floats` reads float_data from it again).
+  std::span<const std::byte> message;
+};
+
+/// @brief Decodes a serialized `Datum`. Every varint and length is checked; unknown fields are
+/// skipped as protobuf skips them.
+/// @param bytes the record's value
+/// @param key   the record's key, for error messages
+/// @throws crema::format_error naming the key and the field: truncated input, a varint over
+///         10 bytes or 64 bits, a length past the end, an unknown or group wire type, a field of
+///         the wrong wire type, negative dimensions, or a pixel or float count that disagrees
+///         with channels x height x width
+[[nodiscard]] datum_view decode_datum(std::span<const std::byte> bytes, std::string_view key = {});
+
+/// @brief What `encode_datum` writes: the fields of a `Datum`.
+struct datum_fields {
+  std::int32_t channels = 0;
+  std::int32_t height = 0;
+  std::int32_t width = 0;
+  std::int32_t label = 0;
+  bool encoded = false;
+  std::span<const std::byte> data = {};  ///< raw pixels (C x H x W) or the encoded image
+  std::span<const float> float_data = {};
+};
+
+/// @brief Appends `fields` serialized as Caffe writes a `Datum` (fields in number order,
+/// float_data unpacked, `encoded` only when true) to `out`, whose capacity is reused.
+void encode_datum(const datum_fields& fields, std::vector<std::byte>& out);
+
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+inline std::string datum_what(std::string_view key) {
+  return key.empty() ? std::string("datum") : fmt::format("datum {}", key);
+}
+
+}  // namespace detail
+
+inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_view key) {
+  const std::string what = detail::datum_what(key);
+  detail::wire_reader reader(bytes, what);
+  datum_view datum;
+  datum.message = bytes;
+  bool has_data = false;
+  while (!reader.done()) {
+    const auto tag = reader.next_tag();
+    const auto expect = [&](detail::wire_type type, const char* name) {
+      if (tag.type != type) reader.wrong_type(tag, name);
+    };
+    switch (tag.field) {
+      case 1:
+        expect(detail::wire_type::varint, "channels");
+        datum.channels = reader.int32(1, "channels");
+        break;
+      case 2:
+        expect(detail::wire_type::varint, "height");
+        datum.height = reader.int32(2, "height");
+        break;
+      case 3:
+        expect(detail::wire_type::varint, "width");
+        datum.width = reader.int32(3, "width");
+        break;
+      case 4:
+        expect(detail::wire_type::length_delimited, "data");
+        datum.data = reader.bytes(4, "data");  // the last occurrence wins, as in protobuf
+        has_data = true;
+        break;
+      case 5:
+        expect(detail::wire_type::varint, "label");
+        datum.label = reader.int32(5, "label");
+        break;
+      case 6:
+        if (tag.type == detail::wire_type::fixed32) {
+          (void)reader.fixed32(6, "float_data");
+          ++datum.float_count;
+        } else if (tag.type == detail::wire_type::length_delimited) {
+          const auto packed = reader.bytes(6, "float_data");
+          if (packed.size() % 4 != 0) {
+            detail::fail<format_error>("{}: field 6 (float_data) holds {} bytes, not whole floats",
+                                       what, packed.size());
+          }
+          datum.float_count += packed.size() / 4;
+        } else {
+          reader.wrong_type(tag, "float_data");
+        }
+        break;
+      case 7:
+        expect(detail::wire_type::varint, "encoded");
+        datum.encoded = reader.varint(7, "encoded") != 0;
+        break;
+      default:
+        reader.skip(tag);
+    }
+  }
+  if (datum.channels < 0 || datum.height < 0 || datum.width < 0) {
+    detail::fail<format_error>("{}: negative shape {} x {} x {}", what, datum.channels,
+                               datum.height, datum.width);
+  }
+  const auto per_channel = detail::checked_mul(static_cast<std::size_t>(datum.height),
+                                               static_cast<std::size_t>(datum.width));
+  const auto elements =
+      per_channel ? detail::checked_mul(*per_channel, static_cast<std::size_t>(datum.channels))
+                  : std::nullopt;
+  if (!elements) {
+    detail::fail<format_error>("{}: shape {} x {} x {} overflows", what, datum.channels,
+                               datum.height, datum.width);
+  }
+  if (has_data && !datum.encoded && datum.data.size() != *elements) {
+    detail::fail<format_error>(
+        "{}: field 4 (data) holds {} bytes, but channels x height x width is {} x {} x {} = {}",
+        what, datum.data.size(), datum.channels, datum.height, datum.width, *elements);
+  }
+  if (datum.float_count != 0 && datum.float_count != *elements) {
+    detail::fail<format_error>(
+        "{}: field 6 (float_data) holds {} values, but channels x height x width is {} x {} x {} "
+        "= {}",
+        what, datum.float_count, datum.channels, datum.height, datum.width, *elements);
+  }
+  return datum;
+}
+
+inline void datum_view::copy_floats(std::span<float> out) const {
+  if (out.size() != float_count) {
+    detail::fail<length_error>("datum: {} floats to copy into room for {}", float_count,
+                               out.size());
+  }
+  detail::wire_reader reader(message, "datum");
+  std::size_t next = 0;
+  while (!reader.done()) {
+    const auto tag = reader.next_tag();
+    if (tag.field == 6 && tag.type == detail::wire_type::fixed32) {
+      out[next++] = detail::float_from_wire(reader.fixed32(6, "float_data"));
+    } else if (tag.field == 6 && tag.type == detail::wire_type::length_delimited) {
+      const auto packed = reader.bytes(6, "float_data");
+      for (std::size_t i = 0; i + 4 <= packed.size(); i += 4) {
+        out[next++] = detail::float_from_wire(packed.subspan(i, 4));
+      }
+    } else {
+      reader.skip(tag);
+    }
+  }
+}
+
+inline void encode_datum(const datum_fields& fields, std::vector<std::byte>& out) {
+  detail::wire_writer writer(out);
+  writer.int32_field(1, fields.channels);
+  writer.int32_field(2, fields.height);
+  writer.int32_field(3, fields.width);
+  if (!fields.data.empty() || fields.float_data.empty()) writer.bytes_field(4, fields.data);
+  writer.int32_field(5, fields.label);
+  for (const float value : fields.float_data) writer.fixed32_field(6, value);
+  if (fields.encoded) {
+    writer.tag(7, detail::wire_type::varint);
+    writer.varint(1);
+  }
+}
+
+}  // namespace crema

@@ -1,0 +1,340 @@
+#pragma once
+
+#include <crema/core/error.hpp>
+#include <crema/io/lmdb/lmdb_writer.hpp>
+#include <crema/pipeline/indexed_source.hpp>
+#include <crema/pipeline/sample_context.hpp>
+#include <crema/pipeline/source.hpp>
+
+#include <lmdb.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace crema {
+
+/// @brief One record of an LMDB: its key and value, viewed in the database's memory map.
+struct lmdb_record {
+  std::span<const std::byte> key;
+  std::span<const std::byte> value;
+
+  /// @return the key as text (Caffe's keys are "00000042_cat/img.jpg")
+  [[nodiscard]] std::string_view key_text() const noexcept {
+    return {reinterpret_cast<const char*>(key.data()), key.size()};
+  }
+};
+
+/// @brief A pipeline keeps its own copy of an LMDB record in two byte vectors of the slot, whose
+/// capacity is reused: no message object, no allocation per record once they have grown.
+template <>
+struct record_storage<lmdb_record> {
+  struct storage_type {
+    std::vector<std::byte> key;
+    std::vector<std::byte> value;
+  };
+  static void store(const lmdb_record& record, storage_type& storage) {
+    storage.key.assign(record.key.begin(), record.key.end());
+    storage.value.assign(record.value.begin(), record.value.end());
+  }
+  static lmdb_record view(const storage_type& storage) noexcept {
+    return {storage.key, storage.value};
+  }
+};
+
+/// @brief How an `lmdb_source` reads.
+struct lmdb_source_options {
+  /// Records skipped at the start of the first pass (Caffe's rand_skip, so that solvers started
+  /// together do not read in step), modulo the shard's size; `position()` counts them.
+  std::size_t skip = 0;
+  /// With more than 0: a shuffle buffer of that many records; reads stay sequential and each
+  /// record comes out of the buffer at a random place, drawn from (seed, epoch, draw).
+  std::size_t shuffle_buffer = 0;
+  /// An exact permutation per epoch, keyed by (seed, epoch), over an index of the keys made when
+  /// the source opens: random reads, every record once per pass.
+  bool permute = false;
+  std::uint64_t seed = 0;
+};
+
+/// @brief A record source over a Caffe LMDB (what `convert_imageset` writes): read-only, one read
+/// transaction per reader (renewed every pass), values viewed in the memory map and copied by the
+/// pipeline straight into its slots.
+///
+/// `shard(rank, world)` keeps the records whose ordinal in the pass is `rank` modulo `world`
+/// (disjoint, together complete; with `permute`, the ordinal in the epoch's permutation of the
+/// whole database, as `indexed_source` shards, so each rank sees another part every epoch);
+/// `position()` / `seek()` save and restore where a pass stands, shuffled or not, exactly (a
+/// shuffled pass is replayed to the position). `record_key` names a record by its LMDB key. Used by
+/// one thread at a time (the pipeline serializes its readers); the environment is opened with
+/// MDB_NOTLS, so that thread may change.
+class lmdb_source {
+ public:
+  using record_type = lmdb_record;
+  static constexpr bool records_are_stable = false;
+
+  /// @param path a database directory (data.mdb inside) or a data file
+  /// @throws crema::config_error naming the path if it does not exist or holds no records;
+  ///         crema::lmdb_error naming it if it is not an LMDB LMDB can open
+  explicit lmdb_source(std::filesystem::path path, lmdb_source_options options = {})
+      : path_(std::move(path)), options_(options) {
+    std::error_code error;
+    if (!std::filesystem::exists(path_, error)) {
+      detail::fail<config_error>("lmdb_source: {} does not exist", path_.string());
+    }
+    detail::lmdb_check(mdb_env_create(&env_), "lmdb_source: cannot create an environment for",
+                       path_);
+    unsigned flags = MDB_RDONLY | MDB_NOTLS;
+    if (!std::filesystem::is_directory(path_, error)) flags |= MDB_NOSUBDIR;
+    int opened = mdb_env_open(env_, path_.c_str(), flags, 0664);
+    if (opened == EACCES || opened == EROFS) {
+      // A lock file it may not write (read-only media): read without one, as nothing writes.
+      opened = mdb_env_open(env_, path_.c_str(), flags | MDB_NOLOCK, 0664);
+    }
+    if (opened != MDB_SUCCESS) {
+      mdb_env_close(env_);
+      env_ = nullptr;
+      detail::fail_with_code<lmdb_error>(opened, "lmdb_source: {} is not an LMDB that opens: {}",
+                                         path_.string(), mdb_strerror(opened));
+    }
+    try {
+      detail::lmdb_check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_),
+                         "lmdb_source: cannot begin reading", path_);
+      detail::lmdb_check(mdb_dbi_open(txn_, nullptr, 0, &dbi_), "lmdb_source: cannot open", path_);
+      MDB_stat stat{};
+      detail::lmdb_check(mdb_stat(txn_, dbi_, &stat), "lmdb_source: cannot stat", path_);
+      records_ = stat.ms_entries;
+      if (records_ == 0) {
+        detail::fail<config_error>("lmdb_source: {} holds no records", path_.string());
+      }
+      detail::lmdb_check(mdb_cursor_open(txn_, dbi_, &cursor_), "lmdb_source: cannot read", path_);
+      if (options_.permute) index_keys();
+      begin_pass();
+    } catch (...) {
+      close();
+      throw;
+    }
+  }
+  lmdb_source(lmdb_source&& other) noexcept
+      : path_(std::move(other.path_)),
+        options_(other.options_),
+        env_(std::exchange(other.env_, nullptr)),
+        txn_(std::exchange(other.txn_, nullptr)),
+        dbi_(other.dbi_),
+        cursor_(std::exchange(other.cursor_, nullptr)),
+        records_(other.records_),
+        keys_(std::move(other.keys_)),
+        rank_(other.rank_),
+        world_(other.world_),
+        position_(other.position_),
+        epoch_(other.epoch_),
+        cursor_ordinal_(other.cursor_ordinal_),
+        read_(other.read_),
+        buffer_(std::move(other.buffer_)),
+        current_(other.current_) {}
+  lmdb_source& operator=(lmdb_source&&) = delete;
+  lmdb_source(const lmdb_source&) = delete;
+  lmdb_source& operator=(const lmdb_source&) = delete;
+  ~lmdb_source() { close(); }
+
+  /// @return the next record of this shard's pass (valid until the next call), or nullptr at
+  ///         the end of the pass
+  /// @throws crema::lmdb_error naming the path if LMDB fails
+  [[nodiscard]] const lmdb_record* next() {
+    if (position_ >= size()) return nullptr;
+    if (options_.permute) {
+      const std::uint64_t in_pass = rank_ + position_ * world_;
+      current_ = get(keys_[epoch_permutation(records_, options_.seed, epoch_)(in_pass)]);
+    } else if (options_.shuffle_buffer > 0) {
+      fill_buffer();
+      sample_rng rng(options_.seed, epoch_, position_);
+      const std::size_t pick = static_cast<std::size_t>(rng.below(buffer_.size()));
+      current_ = buffer_[pick];
+      if (const auto more = read_sequential()) {
+        buffer_[pick] = *more;
+      } else {
+        buffer_[pick] = buffer_.back();
+        buffer_.pop_back();
+      }
+    } else {
+      current_ = *read_sequential();
+    }
+    ++position_;
+    return &current_;
+  }
+  /// @brief Starts the next pass (the next epoch's order, when shuffled).
+  void rewind() {
+    ++epoch_;
+    begin_pass();
+  }
+  /// @brief Keeps the records whose ordinal is `rank` modulo `world`; starts the pass again.
+  void shard(std::size_t rank, std::size_t world) {
+    detail::check_shard(rank, world);
+    rank_ = rank;
+    world_ = world;
+    begin_pass();
+  }
+  [[nodiscard]] record_position position() const noexcept { return position_; }
+  /// @throws crema::config_error if `position` is past the end of this shard's pass
+  void seek(record_position position) {
+    if (position > size()) {
+      detail::fail<config_error>(
+          "lmdb_source: position {} is past the end of {} (shard {} of {} holds {} records)",
+          position, key(), rank_, world_, size());
+    }
+    restart();
+    advance_to(position);
+  }
+  [[nodiscard]] std::string key() const { return "lmdb:" + path_.string(); }
+  /// @return the record's LMDB key
+  [[nodiscard]] std::string record_key(const lmdb_record& record) const {
+    return std::string(record.key_text());
+  }
+
+  /// @return the records of this shard's pass
+  [[nodiscard]] std::size_t size() const noexcept {
+    return records_ > rank_ ? (records_ - rank_ + world_ - 1) / world_ : 0;
+  }
+  /// @return the records in the database
+  [[nodiscard]] std::size_t records() const noexcept { return records_; }
+  /// @return the pass being read (0 for the first)
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  /// @brief Reads pass `epoch` (its order, when shuffled) from its start.
+  void set_epoch(std::uint64_t epoch) {
+    epoch_ = epoch;
+    begin_pass();
+  }
+  /// @return the path
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  // A new pass: a fresh read transaction (old pages may go), the cursor at the shard's first
+  // record.
+  void restart() {
+    mdb_txn_reset(txn_);
+    detail::lmdb_check(mdb_txn_renew(txn_), "lmdb_source: cannot renew reading", path_);
+    detail::lmdb_check(mdb_cursor_renew(txn_, cursor_), "lmdb_source: cannot renew reading", path_);
+    position_ = 0;
+    read_ = 0;
+    cursor_ordinal_ = no_ordinal;
+    buffer_.clear();
+  }
+
+  // A pass from its start, or from `skip` in the first pass.
+  void begin_pass() {
+    restart();
+    if (epoch_ == 0 && options_.skip > 0 && size() > 0) advance_to(options_.skip % size());
+  }
+
+  void advance_to(record_position position) {
+    if (options_.permute) {
+      position_ = position;
+    } else {
+      while (position_ < position) (void)next();  // a shuffled pass is replayed, draw by draw
+    }
+  }
+
+  // The next record of the shard in database order (nothing after the last).
+  std::optional<lmdb_record> read_sequential() {
+    if (read_ >= size()) return std::nullopt;
+    const std::size_t target = rank_ + read_ * world_;
+    MDB_val key{};
+    MDB_val value{};
+    int status = MDB_SUCCESS;
+    if (cursor_ordinal_ == no_ordinal) {
+      status = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST);
+      cursor_ordinal_ = 0;
+    } else {
+      status = mdb_cursor_get(cursor_, &key, &value, MDB_GET_CURRENT);
+    }
+    while (status == MDB_SUCCESS && cursor_ordinal_ < target) {
+      status = mdb_cursor_get(cursor_, &key, &value, MDB_NEXT);
+      ++cursor_ordinal_;
+    }
+    if (status != MDB_SUCCESS) {
+      detail::fail_with_code<lmdb_error>(status, "lmdb_source: cannot read record {} of {}: {}",
+                                         target, path_.string(), mdb_strerror(status));
+    }
+    ++read_;
+    return lmdb_record{as_bytes(key), as_bytes(value)};
+  }
+
+  void fill_buffer() {
+    while (buffer_.size() < options_.shuffle_buffer) {
+      const auto more = read_sequential();
+      if (!more) break;
+      buffer_.push_back(*more);
+    }
+  }
+
+  // Every key, in database order, for random reads.
+  void index_keys() {
+    MDB_val key{};
+    MDB_val value{};
+    int status = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST);
+    while (status == MDB_SUCCESS) {
+      const auto bytes = as_bytes(key);
+      keys_.emplace_back(bytes.begin(), bytes.end());
+      status = mdb_cursor_get(cursor_, &key, &value, MDB_NEXT);
+    }
+    if (status != MDB_NOTFOUND) {
+      detail::lmdb_check(status, "lmdb_source: cannot index the keys of", path_);
+    }
+  }
+
+  lmdb_record get(std::vector<std::byte>& key_bytes) {
+    MDB_val key{key_bytes.size(), key_bytes.data()};
+    MDB_val value{};
+    const int status = mdb_get(txn_, dbi_, &key, &value);
+    if (status != MDB_SUCCESS) {
+      detail::fail_with_code<lmdb_error>(
+          status, "lmdb_source: cannot read key {} of {}: {}",
+          std::string_view(reinterpret_cast<const char*>(key_bytes.data()), key_bytes.size()),
+          path_.string(), mdb_strerror(status));
+    }
+    return {key_bytes, as_bytes(value)};
+  }
+
+  static std::span<const std::byte> as_bytes(const MDB_val& value) noexcept {
+    return {static_cast<const std::byte*>(value.mv_data), value.mv_size};
+  }
+
+  void close() noexcept {
+    if (cursor_ != nullptr) mdb_cursor_close(cursor_);
+    if (txn_ != nullptr) mdb_txn_abort(txn_);
+    if (env_ != nullptr) mdb_env_close(env_);
+    cursor_ = nullptr;
+    txn_ = nullptr;
+    env_ = nullptr;
+  }
+
+  static constexpr std::size_t no_ordinal = static_cast<std::size_t>(-1);
+
+  std::filesystem::path path_;
+  lmdb_source_options options_;
+  MDB_env* env_ = nullptr;
+  MDB_txn* txn_ = nullptr;
+  MDB_dbi dbi_ = 0;
+  MDB_cursor* cursor_ = nullptr;
+  std::size_t records_ = 0;
+  std::vector<std::vector<std::byte>> keys_;  // permute: every key, in database order
+  std::size_t rank_ = 0;
+  std::size_t world_ = 1;
+  record_position position_ = 0;  // records handed out in this pass
+  std::uint64_t epoch_ = 0;
+  std::size_t cursor_ordinal_ = no_ordinal;  // the ordinal the cursor stands on
+  std::size_t read_ = 0;                     // shard records read in order this pass
+  std::vector<lmdb_record> buffer_;          // shuffle buffer: views, valid this pass
+  lmdb_record current_{};
+};
+
+static_assert(record_source<lmdb_source>);
+static_assert(keyed_record_source<lmdb_source>);
+
+}  // namespace crema
