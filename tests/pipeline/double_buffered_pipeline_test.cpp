@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -131,6 +132,60 @@ TEST_SUITE("double_buffered_pipeline") {
     std::sort(all.begin(), all.end());
     CHECK(all == first_numbers(100));
     CHECK(short_batches == 1);  // 100 = 12 * 8 + 4
+  }
+
+  TEST_CASE("the last, short batch of a single pass is kept, dropped or padded, as asked") {
+    watchdog guard(30s, "last batch");
+    // An augmentation that depends on the record's origin: a repeat gets the same one.
+    const auto tagged = [](const int& record, const crema::sample_context& context) {
+      return std::pair{record, context.rng()()};
+    };
+    for (const auto last :
+         {crema::partial_batch::keep, crema::partial_batch::drop, crema::partial_batch::pad}) {
+      for (const std::size_t producers : {1U, 3U}) {
+        CAPTURE(static_cast<int>(last));
+        CAPTURE(producers);
+        crema::double_buffered_pipeline pipe{numbers(103),
+                                             tagged,
+                                             {.batch_size = 10,
+                                              .producers = producers,
+                                              .threads = 2,
+                                              .mode = pipeline_mode::single_pass,
+                                              .last_batch = last,
+                                              .ordered = true,
+                                              .seed = 5}};
+        std::vector<std::pair<int, std::uint64_t>> seen;
+        std::vector<std::size_t> sizes;
+        std::vector<std::size_t> paddings;
+        for (auto batch : pipe.consumer(0)) {
+          sizes.push_back(batch.size());
+          paddings.push_back(batch->padding());
+          CHECK(batch.info().padding == batch->padding());
+          seen.insert(seen.end(), batch->begin(), batch->end());
+        }
+        std::vector<int> records;
+        for (const auto& [record, draw] : seen) records.push_back(record);
+        std::vector<int> expected = first_numbers(103);
+        if (last == crema::partial_batch::keep) {
+          CHECK(sizes.size() == 11);
+          CHECK(sizes.back() == 3);
+          CHECK(paddings.back() == 0);
+        } else if (last == crema::partial_batch::drop) {
+          CHECK(sizes == std::vector<std::size_t>(10, 10));
+          expected.resize(100);
+        } else {
+          CHECK(sizes == std::vector<std::size_t>(11, 10));
+          CHECK(paddings.back() == 7);
+          for (const int repeat : {100, 101, 102, 100, 101, 102, 100}) expected.push_back(repeat);
+          // A repeated record is the same sample: the same origin, the same augmentation.
+          REQUIRE(seen.size() == 110);
+          for (std::size_t i = 103; i < 110; ++i) CHECK(seen[i] == seen[100 + (i - 103) % 3]);
+        }
+        CHECK(records == expected);
+        CHECK(std::accumulate(paddings.begin(), paddings.end(), std::size_t{0}) ==
+              (last == crema::partial_batch::pad ? 7U : 0U));
+      }
+    }
   }
 
   TEST_CASE("repeat mode rewinds the source and counts epochs") {

@@ -564,6 +564,7 @@ class double_buffered_pipeline {
     void claim(slot_type& slot) {
       std::scoped_lock lock(body->mutex);
       slot.size = 0;
+      slot.padding = 0;
       slot.epoch = body->epoch;
       slot.first_position = body->source.position();
       while (slot.size < options.batch_size) {
@@ -578,6 +579,7 @@ class double_buffered_pipeline {
         if (record == nullptr) {
           if (options.mode == pipeline_mode::single_pass) {
             body->exhausted.store(true, std::memory_order_release);
+            finish_last_batch(slot);
             break;
           }
           body->source.rewind();
@@ -595,6 +597,23 @@ class double_buffered_pipeline {
         }
         slot.keep(*record);
         ++slot.size;
+      }
+    }
+
+    // The last batch of a single pass, short of records: kept, dropped or padded, as asked.
+    void finish_last_batch(slot_type& slot) {
+      if (slot.size == 0 || slot.size == options.batch_size) return;
+      if (options.last_batch == partial_batch::drop) {
+        slot.size = 0;
+      } else if (options.last_batch == partial_batch::pad) {
+        const std::size_t records = slot.size;
+        while (slot.size < options.batch_size) {
+          const std::size_t repeat = (slot.size - records) % records;
+          slot.origins[slot.size] = slot.origins[repeat];
+          slot.keep(slot.record(repeat));
+          ++slot.size;
+        }
+        slot.padding = options.batch_size - records;
       }
     }
 

@@ -31,6 +31,8 @@ class batch {
   [[nodiscard]] std::uint64_t epoch() const noexcept { return info_.epoch; }
   /// @return the source position of the first record in its pass; save it to resume
   [[nodiscard]] record_position first_position() const noexcept { return info_.first_position; }
+  /// @return items at the end that repeat the batch's first ones (`partial_batch::pad`)
+  [[nodiscard]] std::size_t padding() const noexcept { return info_.padding; }
 
  private:
   std::span<Item> items_;
@@ -122,6 +124,8 @@ class lease {
   [[nodiscard]] std::uint64_t epoch() const noexcept { return slot_->epoch; }
   /// @return the position of its first record in that pass; save it to resume
   [[nodiscard]] record_position first_position() const noexcept { return slot_->first_position; }
+  /// @return records at the end that repeat the batch's first ones (`partial_batch::pad`)
+  [[nodiscard]] std::size_t padding() const noexcept { return slot_->padding; }
   /// @return all of the above, and the consumer
   [[nodiscard]] batch_info info() const noexcept { return slot_->info(); }
 

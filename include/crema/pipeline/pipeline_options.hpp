@@ -14,6 +14,16 @@ enum class pipeline_mode {
   single_pass,  ///< evaluation: every record once across all consumers, then each range ends
 };
 
+/// @brief What a single pass does with its last batch when the records run out before it is
+/// full.
+enum class partial_batch {
+  keep,  ///< hand it on short (`size()` below the batch size)
+  drop,  ///< drop its records: every batch handed on is full
+  /// fill it up with its own first records again, in order (each with its own origin, so the
+  /// same augmentations); `padding()` says how many records at its end are repeats
+  pad,
+};
+
 /// @brief How a pipeline is built. Every count must be at least 1, and the slots they add up to
 /// must fit in this machine's memory.
 struct pipeline_options {
@@ -23,6 +33,7 @@ struct pipeline_options {
   std::size_t threads = 1;     ///< threads the producers run on (may be fewer than producers)
   std::size_t consumers = 1;   ///< consumers, one per device or solver; batches are dealt in turn
   pipeline_mode mode = pipeline_mode::repeat;
+  partial_batch last_batch = partial_batch::keep;  ///< single pass: the last, short batch
   bool ordered = false;  ///< each consumer sees its batches in source order, whatever the producers
   source_registry* registry = nullptr;  ///< share one reader with pipelines of the same source key
   /// Keys every record's `sample_context::rng()` with the record's epoch and position: the same

@@ -49,9 +49,7 @@ class sample_rng {
     }
   }
   /// @return a number uniform in [0, 1), with 53 random bits
-  constexpr double uniform() noexcept {
-    return static_cast<double>((*this)() >> 11) * 0x1.0p-53;
-  }
+  constexpr double uniform() noexcept { return static_cast<double>((*this)() >> 11) * 0x1.0p-53; }
   /// @return a number uniform in [low, high)
   constexpr double uniform(double low, double high) noexcept {
     return low + (high - low) * uniform();
@@ -127,11 +125,13 @@ struct batch_context {
 
 /// @brief What a filled batch holds, as a batch object's `finish` and the consumer see it.
 struct batch_info {
-  std::size_t consumer = 0;           ///< the consumer it is for
-  std::size_t size = 0;               ///< records in it (the last batch of a pass may be short)
-  std::uint64_t sequence = 0;         ///< its number among the consumer's batches (0, 1, 2, ...)
-  std::uint64_t epoch = 0;            ///< the pass of its first record
+  std::size_t consumer = 0;            ///< the consumer it is for
+  std::size_t size = 0;                ///< records in it (the last batch of a pass may be short)
+  std::uint64_t sequence = 0;          ///< its number among the consumer's batches (0, 1, 2, ...)
+  std::uint64_t epoch = 0;             ///< the pass of its first record
   record_position first_position = 0;  ///< the position of its first record in that pass
+  /// Records at its end that repeat its first ones (`partial_batch::pad`); 0 otherwise.
+  std::size_t padding = 0;
 };
 
 }  // namespace crema

@@ -75,7 +75,7 @@ struct batch_slot {
   }
 
   [[nodiscard]] batch_info info() const noexcept {
-    return {consumer, size, sequence, epoch, first_position};
+    return {consumer, size, sequence, epoch, first_position, padding};
   }
 
   std::vector<const record_type*> records;
@@ -88,6 +88,7 @@ struct batch_slot {
   std::uint64_t sequence = 0;          // the consumer's batch number
   std::uint64_t epoch = 0;             // pass of the first record
   record_position first_position = 0;  // position of the first record in its pass
+  std::size_t padding = 0;             // records at the end that repeat the first ones
 };
 
 }  // namespace crema::detail
