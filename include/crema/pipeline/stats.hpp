@@ -31,10 +31,10 @@ struct pipeline_stats {
   std::chrono::nanoseconds producer_wait{0};
   std::uint64_t producer_suspensions = 0;  ///< times a producer was suspended for a slot
   std::vector<std::uint64_t> suspensions_by_producer;  ///< the same, per producer
-  std::size_t queued_batches = 0;         ///< full batches waiting for their consumer now
-  std::size_t free_slots = 0;             ///< slots free for producers now
-  std::size_t waiting_producers = 0;      ///< producers suspended for a free slot now
-  std::vector<consumer_stats> consumers;  ///< per consumer, by index
+  std::size_t queued_batches = 0;          ///< full batches waiting for their consumer now
+  std::size_t free_slots = 0;              ///< slots free for producers now
+  std::size_t waiting_producers = 0;       ///< producers suspended for a free slot now
+  std::vector<consumer_stats> consumers;   ///< per consumer, by index
   /// A consumer that holds the others back now: a consumer is waiting in a pull while every
   /// running producer waits for a free slot of this one (it stopped pulling, or holds its leases).
   std::optional<std::size_t> held_back_by;
