@@ -8,7 +8,7 @@
 #   crema_find_fmt()              fmt::fmt                 {fmt}'s own package config
 #   crema_find_concurrentqueue()  crema::concurrentqueue   no config in Debian: a header search
 #   crema_find_lmdb()             PkgConfig::LMDB          lmdb.pc
-#   crema_find_image()            PkgConfig::TURBOJPEG, PkgConfig::PNG
+#   crema_find_image()            PkgConfig::TURBOJPEG, PkgConfig::SPNG  libturbojpeg.pc, spng.pc
 #   crema_find_cuda()             CUDA::cudart, crema::cccl  FindCUDAToolkit
 #   crema_find_nccl()             crema::nccl_library      nccl.h and libnccl beside the toolkit
 #   crema_find_mpi()              MPI::MPI_CXX             FindMPI (the C API)
@@ -70,11 +70,11 @@ macro(crema_find_image)
     if(NOT TARGET PkgConfig::TURBOJPEG)
       pkg_check_modules(TURBOJPEG QUIET IMPORTED_TARGET libturbojpeg)
     endif()
-    if(NOT TARGET PkgConfig::PNG)
-      pkg_check_modules(PNG QUIET IMPORTED_TARGET libpng)
+    if(NOT TARGET PkgConfig::SPNG)
+      pkg_check_modules(SPNG QUIET IMPORTED_TARGET spng)
     endif()
   endif()
-  if(TARGET PkgConfig::TURBOJPEG AND TARGET PkgConfig::PNG)
+  if(TARGET PkgConfig::TURBOJPEG AND TARGET PkgConfig::SPNG)
     set(crema_image_FOUND TRUE)
   else()
     set(crema_image_FOUND FALSE)
