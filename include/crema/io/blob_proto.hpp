@@ -54,8 +54,7 @@ void encode_blob_proto(std::span<const std::int64_t> shape, std::span<const floa
 // ---------------------------------------------------------------------------------------------
 
 inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view what) {
-  const std::string name = fmt::format("blob {}", what);
-  detail::wire_reader reader(bytes, name);
+  detail::wire_reader reader(bytes, "blob", what);
   blob result;
   std::int64_t legacy[4] = {0, 0, 0, 0};  // num, channels, height, width
   bool has_legacy = false;
@@ -66,8 +65,8 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
     } else if (tag.type == detail::wire_type::length_delimited) {
       const auto packed = reader.bytes(tag.field, field);
       if (packed.size() % 4 != 0) {
-        detail::fail<format_error>("{}: field {} ({}) holds {} bytes, not whole floats", name,
-                                   tag.field, field, packed.size());
+        detail::fail<format_error>("{}: field {} ({}) holds {} bytes, not whole floats",
+                                   reader.subject(), tag.field, field, packed.size());
       }
       for (std::size_t i = 0; i < packed.size(); i += 4) {
         result.data.push_back(detail::float_from_wire(packed.subspan(i, 4)));
@@ -83,8 +82,8 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
     } else if (tag.type == detail::wire_type::length_delimited) {
       const auto packed = reader.bytes(tag.field, field);
       if (packed.size() % 8 != 0) {
-        detail::fail<format_error>("{}: field {} ({}) holds {} bytes, not whole doubles", name,
-                                   tag.field, field, packed.size());
+        detail::fail<format_error>("{}: field {} ({}) holds {} bytes, not whole doubles",
+                                   reader.subject(), tag.field, field, packed.size());
       }
       for (std::size_t i = 0; i < packed.size(); i += 8) {
         result.data.push_back(static_cast<float>(detail::double_from_wire(packed.subspan(i, 8))));
@@ -111,14 +110,14 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
         break;
       case 7: {
         if (tag.type != detail::wire_type::length_delimited) reader.wrong_type(tag, "shape");
-        detail::wire_reader shape(reader.bytes(7, "shape"), name);
+        detail::wire_reader shape(reader.bytes(7, "shape"), "blob", what);
         result.shape.clear();
         while (!shape.done()) {
           const auto dim = shape.next_tag();
           if (dim.field == 1 && dim.type == detail::wire_type::varint) {
             result.shape.push_back(static_cast<std::int64_t>(shape.varint(1, "shape.dim")));
           } else if (dim.field == 1 && dim.type == detail::wire_type::length_delimited) {
-            detail::wire_reader dims(shape.bytes(1, "shape.dim"), name);
+            detail::wire_reader dims(shape.bytes(1, "shape.dim"), "blob", what);
             while (!dims.done()) {
               result.shape.push_back(static_cast<std::int64_t>(dims.varint(1, "shape.dim")));
             }
@@ -140,12 +139,12 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
   std::optional<std::size_t> count =
       result.shape.empty() ? std::optional<std::size_t>(0) : std::optional<std::size_t>(1);
   for (const auto dim : result.shape) {
-    if (dim < 0) detail::fail<format_error>("{}: negative dimension {}", name, dim);
+    if (dim < 0) detail::fail<format_error>("{}: negative dimension {}", reader.subject(), dim);
     count = count ? detail::checked_mul(*count, static_cast<std::size_t>(dim)) : std::nullopt;
   }
-  if (!count) detail::fail<format_error>("{}: its shape overflows", name);
+  if (!count) detail::fail<format_error>("{}: its shape overflows", reader.subject());
   if (result.data.size() != *count) {
-    detail::fail<format_error>("{}: holds {} values, but its shape has {}", name,
+    detail::fail<format_error>("{}: holds {} values, but its shape has {}", reader.subject(),
                                result.data.size(), *count);
   }
   return result;

@@ -71,17 +71,8 @@ void encode_datum(const datum_fields& fields, std::vector<std::byte>& out);
 
 // ---------------------------------------------------------------------------------------------
 
-namespace detail {
-
-inline std::string datum_what(std::string_view key) {
-  return key.empty() ? std::string("datum") : fmt::format("datum {}", key);
-}
-
-}  // namespace detail
-
 inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_view key) {
-  const std::string what = detail::datum_what(key);
-  detail::wire_reader reader(bytes, what);
+  detail::wire_reader reader(bytes, "datum", key);
   datum_view datum;
   datum.message = bytes;
   bool has_data = false;
@@ -120,7 +111,7 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
           const auto packed = reader.bytes(6, "float_data");
           if (packed.size() % 4 != 0) {
             detail::fail<format_error>("{}: field 6 (float_data) holds {} bytes, not whole floats",
-                                       what, packed.size());
+                                       reader.subject(), packed.size());
           }
           datum.float_count += packed.size() / 4;
         } else {
@@ -136,7 +127,7 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
     }
   }
   if (datum.channels < 0 || datum.height < 0 || datum.width < 0) {
-    detail::fail<format_error>("{}: negative shape {} x {} x {}", what, datum.channels,
+    detail::fail<format_error>("{}: negative shape {} x {} x {}", reader.subject(), datum.channels,
                                datum.height, datum.width);
   }
   const auto per_channel = detail::checked_mul(static_cast<std::size_t>(datum.height),
@@ -145,19 +136,19 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
       per_channel ? detail::checked_mul(*per_channel, static_cast<std::size_t>(datum.channels))
                   : std::nullopt;
   if (!elements) {
-    detail::fail<format_error>("{}: shape {} x {} x {} overflows", what, datum.channels,
+    detail::fail<format_error>("{}: shape {} x {} x {} overflows", reader.subject(), datum.channels,
                                datum.height, datum.width);
   }
   if (has_data && !datum.encoded && datum.data.size() != *elements) {
     detail::fail<format_error>(
         "{}: field 4 (data) holds {} bytes, but channels x height x width is {} x {} x {} = {}",
-        what, datum.data.size(), datum.channels, datum.height, datum.width, *elements);
+        reader.subject(), datum.data.size(), datum.channels, datum.height, datum.width, *elements);
   }
   if (datum.float_count != 0 && datum.float_count != *elements) {
     detail::fail<format_error>(
         "{}: field 6 (float_data) holds {} values, but channels x height x width is {} x {} x {} "
         "= {}",
-        what, datum.float_count, datum.channels, datum.height, datum.width, *elements);
+        reader.subject(), datum.float_count, datum.channels, datum.height, datum.width, *elements);
   }
   return datum;
 }

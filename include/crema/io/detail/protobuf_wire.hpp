@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,9 +30,11 @@ enum class wire_type : std::uint8_t {
 
 class wire_reader {
  public:
-  // `what` names the message and the record in errors ("datum 00000042_cat/img.jpg").
-  wire_reader(std::span<const std::byte> bytes, std::string_view what) noexcept
-      : bytes_(bytes), what_(what) {}
+  // `kind` and `key` name the message and the record in errors ("datum 00000042_cat/img.jpg");
+  // the name is only put together when there is an error to report.
+  wire_reader(std::span<const std::byte> bytes, std::string_view kind,
+              std::string_view key = {}) noexcept
+      : bytes_(bytes), kind_(kind), key_(key) {}
 
   [[nodiscard]] bool done() const noexcept { return at_ == bytes_.size(); }
   [[nodiscard]] std::size_t offset() const noexcept { return at_; }
@@ -46,11 +49,11 @@ class wire_reader {
     const auto type = static_cast<std::uint8_t>(key & 7);
     const std::uint64_t field = key >> 3;
     if (field == 0 || field > 0x1fffffff) {
-      fail<format_error>("{}: field number {} at byte {} is not valid", what_, field, at_);
+      fail<format_error>("{}: field number {} at byte {} is not valid", subject(), field, at_);
     }
     if (type > 5) {
-      fail<format_error>("{}: field {} has the unknown wire type {} at byte {}", what_, field, type,
-                         at_);
+      fail<format_error>("{}: field {} has the unknown wire type {} at byte {}", subject(), field,
+                         type, at_);
     }
     return {static_cast<std::uint32_t>(field), static_cast<wire_type>(type)};
   }
@@ -61,25 +64,26 @@ class wire_reader {
     for (int shift = 0; shift < 70; shift += 7) {
       if (at_ >= bytes_.size()) {
         fail<format_error>("{}: field {} ({}) is truncated: its varint runs past the {} bytes",
-                           what_, field, name, bytes_.size());
+                           subject(), field, name, bytes_.size());
       }
       const auto byte = static_cast<std::uint8_t>(bytes_[at_++]);
       if (shift == 63 && byte > 1) {
-        fail<format_error>("{}: field {} ({}) has a varint longer than 64 bits", what_, field,
+        fail<format_error>("{}: field {} ({}) has a varint longer than 64 bits", subject(), field,
                            name);
       }
       value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
       if ((byte & 0x80) == 0) return value;
     }
-    fail<format_error>("{}: field {} ({}) has a varint of more than 10 bytes", what_, field, name);
+    fail<format_error>("{}: field {} ({}) has a varint of more than 10 bytes", subject(), field,
+                       name);
   }
 
   // An int32 field (negative values are 10-byte varints).
   std::int32_t int32(std::uint32_t field, const char* name) {
     const auto value = static_cast<std::int64_t>(varint(field, name));
     if (value < INT32_MIN || value > INT32_MAX) {
-      fail<format_error>("{}: field {} ({}) holds {}, which is not an int32", what_, field, name,
-                         value);
+      fail<format_error>("{}: field {} ({}) holds {}, which is not an int32", subject(), field,
+                         name, value);
     }
     return static_cast<std::int32_t>(value);
   }
@@ -88,8 +92,8 @@ class wire_reader {
   std::span<const std::byte> bytes(std::uint32_t field, const char* name) {
     const std::uint64_t length = varint(field, name);
     if (length > bytes_.size() - at_) {
-      fail<format_error>("{}: field {} ({}) says {} bytes, only {} are left", what_, field, name,
-                         length, bytes_.size() - at_);
+      fail<format_error>("{}: field {} ({}) says {} bytes, only {} are left", subject(), field,
+                         name, length, bytes_.size() - at_);
     }
     const auto part = bytes_.subspan(at_, static_cast<std::size_t>(length));
     at_ += static_cast<std::size_t>(length);
@@ -123,23 +127,26 @@ class wire_reader {
       case wire_type::end_group:
         break;
     }
-    fail<format_error>("{}: field {} uses groups (wire type {}), which no Caffe message has", what_,
-                       t.field, static_cast<int>(t.type));
+    fail<format_error>("{}: field {} uses groups (wire type {}), which no Caffe message has",
+                       subject(), t.field, static_cast<int>(t.type));
   }
 
   // Says `field` came with the wrong wire type.
   [[noreturn]] void wrong_type(tag t, const char* name) const {
-    fail<format_error>("{}: field {} ({}) has wire type {}, which it cannot have", what_, t.field,
-                       name, static_cast<int>(t.type));
+    fail<format_error>("{}: field {} ({}) has wire type {}, which it cannot have", subject(),
+                       t.field, name, static_cast<int>(t.type));
   }
 
-  [[nodiscard]] std::string_view what() const noexcept { return what_; }
+  // What errors name: "datum 00000042_cat/img.jpg", or "datum" for a record without a key.
+  [[nodiscard]] std::string subject() const {
+    return key_.empty() ? std::string(kind_) : fmt::format("{} {}", kind_, key_);
+  }
 
  private:
   std::span<const std::byte> fixed(std::size_t size, std::uint32_t field, const char* name) {
     if (size > bytes_.size() - at_) {
-      fail<format_error>("{}: field {} ({}) is truncated: {} bytes needed, {} left", what_, field,
-                         name, size, bytes_.size() - at_);
+      fail<format_error>("{}: field {} ({}) is truncated: {} bytes needed, {} left", subject(),
+                         field, name, size, bytes_.size() - at_);
     }
     const auto part = bytes_.subspan(at_, size);
     at_ += size;
@@ -147,7 +154,8 @@ class wire_reader {
   }
 
   std::span<const std::byte> bytes_;
-  std::string_view what_;
+  std::string_view kind_;
+  std::string_view key_;
   std::size_t at_ = 0;
 };
 
