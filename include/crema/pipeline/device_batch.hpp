@@ -7,6 +7,7 @@
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
+#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cstddef>
@@ -16,19 +17,6 @@
 #include <utility>
 
 namespace crema {
-
-/// @brief One record's dimensions in a `device_batch`: channels, height, width.
-struct record_shape {
-  std::size_t channels = 1;
-  std::size_t height = 1;
-  std::size_t width = 1;
-
-  /// @return channels x height x width (saturating is not needed: a batch checks the product)
-  [[nodiscard]] constexpr std::size_t elements() const noexcept {
-    return channels * height * width;
-  }
-  friend constexpr bool operator==(const record_shape&, const record_shape&) = default;
-};
 
 /// @brief A batch a pipeline fills on the host and uploads to its consumer's device on the
 /// producer's side: the seam between `pipeline/` and `memory/`.

@@ -1,0 +1,154 @@
+#pragma once
+
+#include <crema/core/error.hpp>
+#include <crema/io/caffe_transform.hpp>
+#include <crema/io/datum.hpp>
+#include <crema/io/image_view.hpp>
+#include <crema/pipeline/record_shape.hpp>
+#include <crema/pipeline/sample_context.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+/// @file
+/// Caffe's data layer as a pipeline transform: a record's Datum is decoded (raw pixels, floats,
+/// or an encoded image through an image decoder), transformed as Caffe's `DataTransformer` does
+/// and written with its label into the batch, which the pipeline then uploads (`device_batch`).
+
+namespace crema {
+
+/// @brief A record holding a serialized Datum and a key (`lmdb_record` is one).
+template <class Record>
+concept datum_record = requires(const Record& record) {
+  { record.value } -> std::convertible_to<std::span<const std::byte>>;
+  { record.key_text() } -> std::convertible_to<std::string_view>;
+};
+
+/// @brief The decoder of a batcher made for raw records only: an encoded record is an error
+/// that says which component decodes it.
+struct no_image_decoder {
+  struct header {
+    std::size_t channels = 0;
+    std::size_t height = 0;
+    std::size_t width = 0;
+  };
+  [[noreturn]] static header info(std::span<const std::byte>, std::string_view key) { refuse(key); }
+  [[noreturn]] static image_view<std::uint8_t> decode(std::span<const std::byte>,
+                                                      std::string_view key) {
+    refuse(key);
+  }
+
+ private:
+  [[noreturn]] static void refuse(std::string_view key) {
+    detail::fail<format_error>(
+        "record {}: an encoded image, and this batcher has no image decoder (give it a "
+        "crema::image_decoder, from component crema::image)",
+        key);
+  }
+};
+
+/// @brief The dimensions of the values a Datum holds: its channels, height and width, read from
+/// the encoded image's header when it is encoded (what Caffe's data layer reads off the first
+/// record to shape its batches).
+/// @throws crema::format_error naming `key`, as `decode_datum` and the decoder do
+template <class Decoder = no_image_decoder>
+[[nodiscard]] record_shape datum_shape(std::span<const std::byte> value, std::string_view key,
+                                       Decoder& decoder) {
+  const datum_view datum = decode_datum(value, key);
+  if (datum.encoded) {
+    const auto info = decoder.info(datum.data, key);
+    return {info.channels, info.height, info.width};
+  }
+  return {static_cast<std::size_t>(datum.channels), static_cast<std::size_t>(datum.height),
+          static_cast<std::size_t>(datum.width)};
+}
+
+/// @brief A batch transform for the pipeline: record `i` of a batch gets the `caffe_transform`
+/// of the record's Datum, and its label.
+///
+/// Every record must come out in the batch's shape (`shape()`, the transform of the input shape
+/// given); one that does not is a `format_error` naming its key, as is a corrupt record. Random
+/// choices come from the record's `sample_context::rng()`, so the same seed gives the same
+/// batches whatever the producer and thread counts. Copied once per producer: each copy has its
+/// own decoder and scratch, reused (no allocation per record once they have grown).
+/// @tparam MakeBatch `Batch(const batch_context&, record_shape)`: makes one batch per slot
+///         (a `device_batch` on the consumer's device, say), with `record(i)` (a span of floats)
+///         and `set_label(i, float)`
+/// @tparam Decoder   decodes encoded records (`crema::image_decoder`); `no_image_decoder`
+///         refuses them
+template <class MakeBatch, class Decoder = no_image_decoder>
+class caffe_batcher {
+ public:
+  using batch_type = std::invoke_result_t<const MakeBatch&, const batch_context&, record_shape>;
+
+  /// @param input     the shape of the records' values (see `datum_shape`)
+  /// @param transform crop, mirror, mean and scale
+  caffe_batcher(record_shape input, caffe_transform transform, MakeBatch make,
+                Decoder decoder = Decoder{})
+      : transform_(std::move(transform)),
+        shape_(transform_.output_shape(input.channels, input.height, input.width)),
+        make_(std::move(make)),
+        decoder_(std::move(decoder)) {}
+
+  /// @return one record's shape in a batch
+  [[nodiscard]] record_shape shape() const noexcept { return shape_; }
+
+  [[nodiscard]] batch_type make_batch(const batch_context& where) const {
+    return make_(where, shape_);
+  }
+
+  template <datum_record Record>
+  void operator()(const Record& record, batch_type& batch, const sample_context& context) {
+    const std::string_view key = record.key_text();
+    const datum_view datum = decode_datum(record.value, key);
+    const std::span<float> out = batch.record(context.index);
+    sample_rng rng = context.rng();
+    if (datum.encoded) {
+      put(decoder_.decode(datum.data, key), out, rng, key);
+    } else if (datum.float_count != 0) {
+      floats_.resize(datum.float_count);
+      datum.copy_floats(floats_);
+      put(image_view<float>::planar(floats_.data(), dim(datum.channels), dim(datum.height),
+                                    dim(datum.width)),
+          out, rng, key);
+    } else {
+      put(image_view<std::uint8_t>::planar(reinterpret_cast<const std::uint8_t*>(datum.data.data()),
+                                           dim(datum.channels), dim(datum.height),
+                                           dim(datum.width)),
+          out, rng, key);
+    }
+    batch.set_label(context.index, static_cast<float>(datum.label));
+  }
+
+  [[nodiscard]] const caffe_transform& transform() const noexcept { return transform_; }
+
+ private:
+  static std::size_t dim(std::int32_t value) noexcept { return static_cast<std::size_t>(value); }
+
+  template <class T>
+  void put(const image_view<T>& in, std::span<float> out, sample_rng& rng,
+           std::string_view key) const {
+    const record_shape comes_out = transform_.output_shape(in.channels, in.height, in.width);
+    if (comes_out != shape_) {
+      detail::fail<format_error>(
+          "record {}: {} x {} x {} comes out {} x {} x {}, but the batch holds {} x {} x {}", key,
+          in.channels, in.height, in.width, comes_out.channels, comes_out.height, comes_out.width,
+          shape_.channels, shape_.height, shape_.width);
+    }
+    transform_(in, out, rng, key);
+  }
+
+  caffe_transform transform_;
+  record_shape shape_;
+  MakeBatch make_;
+  Decoder decoder_;
+  std::vector<float> floats_;  // float_data, copied out of the wire
+};
+
+}  // namespace crema

@@ -1,0 +1,187 @@
+#pragma once
+
+#include <crema/core/error.hpp>
+#include <crema/io/blob_proto.hpp>
+#include <crema/io/image_view.hpp>
+#include <crema/pipeline/record_shape.hpp>
+#include <crema/pipeline/sample_context.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace crema {
+
+/// @brief What Caffe's `TransformationParameter` says, less the parts Caffe deprecated.
+struct caffe_transform_options {
+  std::size_t crop_size = 0;  ///< 0: no crop
+  bool mirror = false;        ///< flip left-right at random (in training)
+  /// Training draws the crop's place and the mirror at random; testing crops the centre and
+  /// never mirrors (Caffe mirrors in testing too when `mirror` is set; nobody wants that).
+  bool training = true;
+  float scale = 1.0f;  ///< applied after the mean is subtracted
+  /// The mean to subtract per channel: one value per channel, or one for all of them.
+  std::vector<float> mean_values;
+  /// A mean image (what compute_image_mean writes, [1, C, H, W] or [C, H, W]) subtracted pixel by
+  /// pixel before the crop, as Caffe does. Not with `mean_values`.
+  std::shared_ptr<const blob> mean_file;
+};
+
+/// @brief Caffe's `DataTransformer`: crop (random in training, the centre in testing), mirror,
+/// mean (an image or per-channel values) and scale, from 8-bit or float values in any layout
+/// into float values channel-first.
+///
+/// Output (c, h, w) is `(in(c, h + dy, x) - mean) * scale` with x = w + dx, or
+/// x = dx + width - 1 - w when mirrored, where the mean is the mean image's value at
+/// (c, h + dy, x) or channel c's value. Random choices come only from the generator given (a
+/// record's `sample_context::rng()`), drawn in this order: the mirror (when asked for), then dy,
+/// then dx (in training, when cropping). Immutable once made: thread-safe, and cheap to copy
+/// (the mean image is shared).
+class caffe_transform {
+ public:
+  /// @throws crema::config_error naming the option: both kinds of mean, a scale that is not
+  ///         finite, or a mean file that is not an image
+  explicit caffe_transform(caffe_transform_options options = {}) : options_(std::move(options)) {
+    if (options_.mean_file && !options_.mean_values.empty()) {
+      detail::fail<config_error>(
+          "caffe_transform: a mean file and {} mean values were given; one kind of mean only",
+          options_.mean_values.size());
+    }
+    if (!std::isfinite(options_.scale)) {
+      detail::fail<config_error>("caffe_transform: scale {} is not finite", options_.scale);
+    }
+    if (options_.mean_file) {
+      const auto& shape = options_.mean_file->shape;
+      const bool image = (shape.size() == 4 && shape[0] == 1) || shape.size() == 3;
+      if (!image) {
+        detail::fail<config_error>(
+            "caffe_transform: the mean file's shape has {} dimensions; [1, C, H, W] or [C, H, W] "
+            "expected",
+            shape.size());
+      }
+      const std::size_t first = shape.size() - 3;
+      mean_shape_ = {static_cast<std::size_t>(shape[first]),
+                     static_cast<std::size_t>(shape[first + 1]),
+                     static_cast<std::size_t>(shape[first + 2])};
+    }
+  }
+
+  /// @return the dimensions an input of `channels` x `height` x `width` comes out in
+  [[nodiscard]] record_shape output_shape(std::size_t channels, std::size_t height,
+                                          std::size_t width) const noexcept {
+    if (options_.crop_size == 0) return {channels, height, width};
+    return {channels, options_.crop_size, options_.crop_size};
+  }
+
+  /// @brief Transforms `in` into `out` (channel-first, `output_shape(...)` of it).
+  /// @param rng the record's generator (its draws are used up)
+  /// @param key names the record in errors
+  /// @throws crema::format_error naming `key` if the record is smaller than the crop, or its
+  ///         shape is not the mean file's or has more channels than mean values;
+  ///         crema::length_error if `out` is not the output's size
+  template <class T>
+  void operator()(image_view<T> in, std::span<float> out, sample_rng& rng,
+                  std::string_view key = {}) const {
+    const record_shape shape = output_shape(in.channels, in.height, in.width);
+    check(in, shape, out, key);
+    const bool mirror = options_.training && options_.mirror && rng.below(2) == 1;
+    std::size_t dy = 0;
+    std::size_t dx = 0;
+    if (options_.crop_size != 0) {
+      if (options_.training) {
+        dy = static_cast<std::size_t>(rng.below(in.height - shape.height + 1));
+        dx = static_cast<std::size_t>(rng.below(in.width - shape.width + 1));
+      } else {
+        dy = (in.height - shape.height) / 2;
+        dx = (in.width - shape.width) / 2;
+      }
+    }
+    const float scale = options_.scale;
+    const float* mean_image = options_.mean_file ? options_.mean_file->data.data() : nullptr;
+    for (std::size_t c = 0; c < shape.channels; ++c) {
+      const float channel_mean = mean_of_channel(c);
+      for (std::size_t h = 0; h < shape.height; ++h) {
+        const T* from =
+            in.data + c * in.channel_stride + (h + dy) * in.row_stride + dx * in.column_stride;
+        float* to = out.data() + (c * shape.height + h) * shape.width;
+        if (mean_image != nullptr) {
+          const float* mean = mean_image + (c * in.height + h + dy) * in.width + dx;
+          row<true>(from, in.column_stride, mean, to, shape.width, scale, mirror);
+        } else {
+          row<false>(from, in.column_stride, &channel_mean, to, shape.width, scale, mirror);
+        }
+      }
+    }
+  }
+
+  [[nodiscard]] const caffe_transform_options& options() const noexcept { return options_; }
+
+ private:
+  // One output row: `width` values `(from[w * step] - mean) * scale`, reversed when mirrored,
+  // where the mean is `mean[w]` (a mean image's row) or `*mean` (a channel's). The unit-stride,
+  // unmirrored case is written apart so that it vectorizes.
+  template <bool PerPixelMean, class T>
+  static void row(const T* from, std::size_t step, const float* mean, float* to, std::size_t width,
+                  float scale, bool mirror) noexcept {
+    const auto mean_at = [mean](std::size_t w) {
+      if constexpr (PerPixelMean) {
+        return mean[w];
+      } else {
+        (void)w;
+        return *mean;
+      }
+    };
+    if (!mirror && step == 1) {
+      for (std::size_t w = 0; w < width; ++w) {
+        to[w] = (static_cast<float>(from[w]) - mean_at(w)) * scale;
+      }
+    } else if (!mirror) {
+      for (std::size_t w = 0; w < width; ++w) {
+        to[w] = (static_cast<float>(from[w * step]) - mean_at(w)) * scale;
+      }
+    } else {
+      for (std::size_t w = 0; w < width; ++w) {
+        to[width - 1 - w] = (static_cast<float>(from[w * step]) - mean_at(w)) * scale;
+      }
+    }
+  }
+
+  float mean_of_channel(std::size_t c) const noexcept {
+    if (options_.mean_values.empty()) return 0.0f;
+    return options_.mean_values.size() == 1 ? options_.mean_values[0] : options_.mean_values[c];
+  }
+
+  template <class T>
+  void check(const image_view<T>& in, const record_shape& shape, std::span<float> out,
+             std::string_view key) const {
+    if (in.height < shape.height || in.width < shape.width) {
+      detail::fail<format_error>("record {}: {} x {} x {} is smaller than the crop {}", key,
+                                 in.channels, in.height, in.width, options_.crop_size);
+    }
+    if (options_.mean_file && (in.channels != mean_shape_.channels ||
+                               in.height != mean_shape_.height || in.width != mean_shape_.width)) {
+      detail::fail<format_error>("record {}: {} x {} x {} is not the mean file's {} x {} x {}", key,
+                                 in.channels, in.height, in.width, mean_shape_.channels,
+                                 mean_shape_.height, mean_shape_.width);
+    }
+    const std::size_t values = options_.mean_values.size();
+    if (values > 1 && values != in.channels) {
+      detail::fail<format_error>("record {}: {} channels, but {} mean values were given", key,
+                                 in.channels, values);
+    }
+    if (out.size() != shape.elements()) {
+      detail::fail<length_error>("caffe_transform: {} x {} x {} values out, but room for {}",
+                                 shape.channels, shape.height, shape.width, out.size());
+    }
+  }
+
+  caffe_transform_options options_;
+  record_shape mean_shape_;
+};
+
+}  // namespace crema
