@@ -26,10 +26,10 @@ struct caffe_transform_options {
   bool training = true;
   float scale = 1.0f;  ///< applied after the mean is subtracted
   /// The mean to subtract per channel: one value per channel, or one for all of them.
-  std::vector<float> mean_values;
+  std::vector<float> mean_values = {};
   /// A mean image (what compute_image_mean writes, [1, C, H, W] or [C, H, W]) subtracted pixel by
   /// pixel before the crop, as Caffe does. Not with `mean_values`.
-  std::shared_ptr<const blob> mean_file;
+  std::shared_ptr<const blob> mean_file = {};
 };
 
 /// @brief Caffe's `DataTransformer`: crop (random in training, the centre in testing), mirror,
