@@ -1,5 +1,7 @@
 #pragma once
 
+#include "common/machine.hpp"
+
 // A main for crema's benchmarks: runs Google Benchmark as usual (console output, and
 // --benchmark_out=FILE for its JSON), then prints every crema figure beside the baseline measured
 // in the same run, as a ratio. Benchmarks are paired by name: "crema/<case>" with
@@ -102,28 +104,6 @@ class ratio_reporter : public benchmark::ConsoleReporter {
   std::map<std::string, figure> all_;
   std::map<std::string, figure> counters_;
 };
-
-// The processor's model name, as the kernel gives it (Google Benchmark prints the caches but not
-// the model, and figures from one machine say little about another).
-inline std::string cpu_model() {
-  std::string model = "unknown processor";
-  if (std::FILE* info = std::fopen("/proc/cpuinfo", "r")) {
-    char line[512];
-    while (std::fgets(line, sizeof line, info)) {
-      const std::string_view text(line);
-      if (text.starts_with("model name")) {
-        const auto colon = text.find(':');
-        if (colon != std::string_view::npos) {
-          model = std::string(text.substr(colon + 2));
-          if (!model.empty() && model.back() == '\n') model.pop_back();
-        }
-        break;
-      }
-    }
-    std::fclose(info);
-  }
-  return model;
-}
 
 // Runs the registered benchmarks and prints the ratios, then whatever `epilogue(reporter)`
 // prints; returns the process exit code.

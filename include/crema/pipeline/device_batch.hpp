@@ -51,7 +51,7 @@ class device_batch {
   /// @throws crema::config_error if `stream` is null
   device_batch(std::size_t batch_size, record_shape shape, std::shared_ptr<stream_type> stream,
                HostResource host = HostResource{}, DeviceResource device = DeviceResource{})
-      : data(elements_of(batch_size, shape), host, device),
+      : data(detail::batch_elements("device_batch", batch_size, shape), host, device),
         labels(batch_size, host, device),
         shape_(shape),
         capacity_(batch_size),
@@ -100,16 +100,6 @@ class device_batch {
   [[nodiscard]] stream_type& stream() const noexcept { return *stream_; }
 
  private:
-  static std::size_t elements_of(std::size_t batch_size, record_shape shape) {
-    const auto per_record = detail::checked_mul(shape.channels, shape.height);
-    const auto record = per_record ? detail::checked_mul(*per_record, shape.width) : std::nullopt;
-    const auto all = record ? detail::checked_mul(*record, batch_size) : std::nullopt;
-    if (!all) {
-      detail::fail<length_error>("device_batch: {} records of {} x {} x {} elements overflow",
-                                 batch_size, shape.channels, shape.height, shape.width);
-    }
-    return *all;
-  }
   void check_index(const char* call, std::size_t i) const {
     if (i >= capacity_) {
       detail::fail<length_error>("device_batch::{}: record {} of a batch of {}", call, i,

@@ -1,6 +1,10 @@
 #pragma once
 
+#include <crema/core/detail/checked.hpp>
+#include <crema/core/error.hpp>
+
 #include <cstddef>
+#include <optional>
 
 namespace crema {
 
@@ -18,4 +22,19 @@ struct record_shape {
   friend constexpr bool operator==(const record_shape&, const record_shape&) = default;
 };
 
+namespace detail {
+
+// The elements of `batch_size` records of `shape`; a length_error naming `who` if they overflow.
+inline std::size_t batch_elements(const char* who, std::size_t batch_size, record_shape shape) {
+  const auto per_record = checked_mul(shape.channels, shape.height);
+  const auto record = per_record ? checked_mul(*per_record, shape.width) : std::nullopt;
+  const auto all = record ? checked_mul(*record, batch_size) : std::nullopt;
+  if (!all) {
+    fail<length_error>("{}: {} records of {} x {} x {} elements overflow", who, batch_size,
+                       shape.channels, shape.height, shape.width);
+  }
+  return *all;
+}
+
+}  // namespace detail
 }  // namespace crema

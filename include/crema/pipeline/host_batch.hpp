@@ -1,0 +1,73 @@
+#pragma once
+
+#include <crema/core/error.hpp>
+#include <crema/pipeline/record_shape.hpp>
+#include <crema/pipeline/sample_context.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace crema {
+
+/// @brief A batch that stays on the host: data `[N, C, H, W]` and labels `[N]` in two vectors,
+/// filled as a `device_batch` is (`record(i)`, `set_label(i, label)`), for training on the CPU
+/// and for measuring a data layer without a device.
+///
+/// One thread at a time (the producer while filling, then the consumer holding the lease).
+/// Allocates only when made.
+/// @tparam T the element type of data and labels
+template <class T>
+class host_batch {
+ public:
+  /// @throws crema::length_error if batch_size x shape overflows
+  host_batch(std::size_t batch_size, record_shape shape)
+      : data(detail::batch_elements("host_batch", batch_size, shape)),
+        labels(batch_size),
+        shape_(shape) {}
+
+  std::vector<T> data;    ///< [N, C, H, W]; records past `size()` are stale
+  std::vector<T> labels;  ///< [N]
+
+  /// @brief Record `i`'s elements, to fill.
+  [[nodiscard]] std::span<T> record(std::size_t i) {
+    check_index("record", i);
+    return std::span<T>(data).subspan(i * shape_.elements(), shape_.elements());
+  }
+  /// @brief Sets record `i`'s label.
+  void set_label(std::size_t i, T label) {
+    check_index("set_label", i);
+    labels[i] = label;
+  }
+  /// @brief The finishing step: the batch holds `info.size` records.
+  void finish(const batch_info& info) noexcept { size_ = info.size; }
+
+  /// @return records in this batch
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// @return records it can hold
+  [[nodiscard]] std::size_t capacity() const noexcept { return labels.size(); }
+  /// @return one record's dimensions
+  [[nodiscard]] record_shape shape() const noexcept { return shape_; }
+
+ private:
+  void check_index(const char* call, std::size_t i) const {
+    if (i >= labels.size()) {
+      detail::fail<length_error>("host_batch::{}: record {} of a batch of {}", call, i,
+                                 labels.size());
+    }
+  }
+
+  record_shape shape_;
+  std::size_t size_ = 0;
+};
+
+/// @brief Makes `host_batch`es for a batch transform such as `caffe_batcher`.
+template <class T = float>
+struct make_host_batch {
+  [[nodiscard]] host_batch<T> operator()(const batch_context& where, record_shape shape) const {
+    return host_batch<T>(where.batch_size, shape);
+  }
+};
+
+}  // namespace crema

@@ -1,0 +1,270 @@
+// crema-lmdb and crema-feed, run as a user runs them: images on disk become an LMDB whose records
+// are those images; mean, stat and dump say what it holds; crema-feed reads it through the data
+// layer with a checksum that does not depend on the producer and thread counts; bad input fails
+// with a message naming the path or key.
+
+#include <crema/io/blob_proto.hpp>
+#include <crema/io/datum.hpp>
+#include <crema/io/image/image_codec.hpp>
+#include <crema/io/lmdb/lmdb_source.hpp>
+#include <crema/io/lmdb/lmdb_writer.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct outcome {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+outcome run(const std::string& command) {
+  outcome result;
+  std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  while (const std::size_t got = std::fread(buffer, 1, sizeof buffer, pipe)) {
+    result.output.append(buffer, got);
+  }
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// The value of `"name": ` in a one-line JSON object: an object or array whole, a string without
+// its quotes, a number as written.
+std::string json_field(const std::string& json, const std::string& name) {
+  const auto at = json.find("\"" + name + "\": ");
+  REQUIRE_MESSAGE(at != std::string::npos, json);
+  const std::size_t start = at + name.size() + 4;
+  const char open = json[start];
+  if (open == '"') return json.substr(start + 1, json.find('"', start + 1) - start - 1);
+  if (open == '{' || open == '[') {
+    int depth = 0;
+    for (std::size_t end = start; end < json.size(); ++end) {
+      depth += json[end] == open ? 1 : 0;
+      depth -= json[end] == (open == '{' ? '}' : ']') ? 1 : 0;
+      if (depth == 0) return json.substr(start, end - start + 1);
+    }
+  }
+  return json.substr(start, json.find_first_of(",}", start) - start);
+}
+
+class scratch_directory {
+ public:
+  explicit scratch_directory(const std::string& name)
+      : path_(fs::temp_directory_path() / fmt::format("crema-{}-{}", name, ::getpid())) {
+    fs::remove_all(path_);
+    fs::create_directories(path_ / "images" / "cats");
+  }
+  ~scratch_directory() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<std::uint8_t> pixels_of(std::size_t i, std::size_t height, std::size_t width) {
+  std::vector<std::uint8_t> pixels(3 * height * width);
+  for (std::size_t p = 0; p < pixels.size(); ++p) {
+    pixels[p] = static_cast<std::uint8_t>((p * 7 + i * 31) % 200 + 20);
+  }
+  return pixels;
+}
+
+void write_file(const fs::path& path, const std::vector<std::byte>& bytes) {
+  std::ofstream file(path, std::ios::binary);
+  file.write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+// Six 3 x 6 x 8 images (PNG, and JPEG for every third) and a list labelling image i with i % 3.
+fs::path make_images(const fs::path& root) {
+  std::ofstream list(root / "list.txt");
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto pixels = pixels_of(i, 6, 8);
+    const auto view = crema::image_view<std::uint8_t>::planar(pixels.data(), 3, 6, 8);
+    std::vector<std::byte> bytes;
+    const bool jpeg = i % 3 == 2;
+    if (jpeg) {
+      crema::encode_jpeg(view, 95, bytes);
+    } else {
+      crema::encode_png(view, bytes);
+    }
+    const std::string name = fmt::format("cats/cat {}.{}", i, jpeg ? "jpg" : "png");
+    write_file(root / "images" / name, bytes);
+    list << name << ' ' << i % 3 << '\n';
+  }
+  return root / "list.txt";
+}
+
+const std::string lmdb_tool = CREMA_LMDB_TOOL;
+const std::string feed_tool = CREMA_FEED_TOOL;
+
+std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
+
+}  // namespace
+
+TEST_SUITE("tools") {
+  TEST_CASE("crema-lmdb convert stores each listed image, raw BGR or encoded, keyed in order") {
+    scratch_directory scratch("tool-convert");
+    const auto list = make_images(scratch.path());
+    const auto raw = scratch.path() / "raw";
+    const auto done =
+        run(fmt::format("{} convert {} {} {}", lmdb_tool, quoted(scratch.path() / "images"),
+                        quoted(list), quoted(raw)));
+    REQUIRE_MESSAGE(done.status == 0, done.output);
+    CHECK(done.output.find("converted 6 images") != std::string::npos);
+    crema::lmdb_source source(raw);
+    std::size_t i = 0;
+    while (const crema::lmdb_record* record = source.next()) {
+      const auto datum = crema::decode_datum(record->value, record->key_text());
+      CHECK(record->key_text() ==
+            fmt::format("{:08}_cats/cat {}.{}", i, i, i % 3 == 2 ? "jpg" : "png"));
+      CHECK(datum.label == static_cast<int>(i % 3));
+      CHECK_FALSE(datum.encoded);
+      CHECK(datum.channels == 3);
+      CHECK(datum.height == 6);
+      CHECK(datum.width == 8);
+      if (i % 3 != 2) {  // PNG is lossless: the pixels are the image's
+        const auto pixels = pixels_of(i, 6, 8);
+        CHECK(std::memcmp(datum.data.data(), pixels.data(), pixels.size()) == 0);
+      }
+      ++i;
+    }
+    CHECK(i == 6);
+
+    const auto encoded = scratch.path() / "encoded";
+    REQUIRE(
+        run(fmt::format("{} convert {} {} {} --encoded --resize 4x5 --shuffle --seed 3", lmdb_tool,
+                        quoted(scratch.path() / "images"), quoted(list), quoted(encoded)))
+            .status == 0);
+    const auto stat = run(fmt::format("{} stat {} --json", lmdb_tool, quoted(encoded)));
+    REQUIRE_MESSAGE(stat.status == 0, stat.output);
+    CHECK(json_field(stat.output, "count") == "6");
+    CHECK(json_field(stat.output, "encoded") == "6");
+    CHECK(json_field(stat.output, "shapes") == "{\"3x4x5\": 6}");
+    CHECK(json_field(stat.output, "labels") == "{\"0\": 2, \"1\": 2, \"2\": 2}");
+  }
+
+  TEST_CASE("crema-lmdb mean and stat agree with the records; dump lists keys") {
+    scratch_directory scratch("tool-mean");
+    const auto db = scratch.path() / "db";
+    {
+      crema::lmdb_writer writer(db);
+      std::vector<std::byte> value;
+      for (int i = 0; i < 4; ++i) {
+        const std::vector<std::byte> pixels(2 * 1 * 2, static_cast<std::byte>(10 * i));
+        value.clear();
+        crema::encode_datum({.channels = 2, .height = 1, .width = 2, .label = i, .data = pixels},
+                            value);
+        writer.put(fmt::format("{:08}_{}", i, i), value);
+      }
+    }
+    const auto mean_file = scratch.path() / "mean.binaryproto";
+    REQUIRE(run(fmt::format("{} mean {} {}", lmdb_tool, quoted(db), quoted(mean_file))).status ==
+            0);
+    const crema::blob mean = crema::read_blob_proto(mean_file);
+    CHECK(mean.shape == std::vector<std::int64_t>{1, 2, 1, 2});
+    CHECK(mean.data == std::vector<float>(4, 15.0f));  // (0 + 10 + 20 + 30) / 4
+
+    const auto stat = run(fmt::format("{} stat {} --json", lmdb_tool, quoted(db)));
+    CHECK(json_field(stat.output, "channel_mean") == "[15, 15]");
+    CHECK(json_field(stat.output, "encoded") == "0");
+
+    const auto dump = run(fmt::format("{} dump {} 2", lmdb_tool, quoted(db)));
+    CHECK(dump.output == "00000000_0  2x1x2  label 0\n00000001_1  2x1x2  label 1\n");
+  }
+
+  TEST_CASE(
+      "crema-feed delivers every record, with a checksum that is the same for every "
+      "producer and thread count") {
+    scratch_directory scratch("tool-feed");
+    const auto list = make_images(scratch.path());
+    const auto db = scratch.path() / "db";
+    REQUIRE(run(fmt::format("{} convert {} {} {}", lmdb_tool, quoted(scratch.path() / "images"),
+                            quoted(list), quoted(db)))
+                .status == 0);
+    std::string first_checksum;
+    for (const char* layout : {"--producers 1 --threads 1", "--producers 3 --threads 2"}) {
+      CAPTURE(layout);
+      const auto feed = run(fmt::format(
+          "{} {} --batch 4 --crop 5 --mirror --mean-values 100,110,120 --scale 0.5 --epochs 3 "
+          "--seed 9 --ordered --json {}",
+          feed_tool, quoted(db), layout));
+      REQUIRE_MESSAGE(feed.status == 0, feed.output);
+      CHECK(json_field(feed.output, "samples") == "18");
+      CHECK(std::stod(json_field(feed.output, "samples_per_s")) > 0);
+      CHECK(std::stod(json_field(feed.output, "raw_scan_samples_per_s")) > 0);
+      const double starved = std::stod(json_field(feed.output, "starved_fraction"));
+      CHECK(starved >= 0);
+      CHECK(starved <= 1);
+      const std::string checksum = json_field(feed.output, "checksum");
+      if (first_checksum.empty()) first_checksum = checksum;
+      CHECK(checksum == first_checksum);
+    }
+    const auto other_seed =
+        run(fmt::format("{} {} --batch 4 --crop 5 --mirror --epochs 3 --seed 10 --ordered --json",
+                        feed_tool, quoted(db)));
+    CHECK(json_field(other_seed.output, "checksum") != first_checksum);
+  }
+
+  TEST_CASE("bad input fails with a message naming the path, line or key") {
+    scratch_directory scratch("tool-errors");
+    const auto list = make_images(scratch.path());
+    {
+      std::ofstream more(list, std::ios::app);
+      more << "cats/missing.png 1\n";
+    }
+    const auto missing =
+        run(fmt::format("{} convert {} {} {}", lmdb_tool, quoted(scratch.path() / "images"),
+                        quoted(list), quoted(scratch.path() / "db")));
+    CHECK(missing.status == 1);
+    CHECK(missing.output.find("cats/missing.png") != std::string::npos);
+
+    {
+      std::ofstream bad(scratch.path() / "bad.txt");
+      bad << "cats/cat 0.png zero\n";
+    }
+    const auto label =
+        run(fmt::format("{} convert {} {} {}", lmdb_tool, quoted(scratch.path() / "images"),
+                        quoted(scratch.path() / "bad.txt"), quoted(scratch.path() / "db2")));
+    CHECK(label.status == 1);
+    CHECK(label.output.find("line 1") != std::string::npos);
+
+    const auto db = scratch.path() / "corrupt";
+    {
+      crema::lmdb_writer writer(db);
+      const std::byte cut[] = {std::byte{0x22}, std::byte{50}};
+      writer.put("00000000_broken", cut);
+    }
+    const auto stat = run(fmt::format("{} stat {}", lmdb_tool, quoted(db)));
+    CHECK(stat.status == 1);
+    CHECK(stat.output.find("00000000_broken") != std::string::npos);
+
+    const auto nothing = run(fmt::format("{} stat {}", lmdb_tool, quoted(scratch.path() / "no")));
+    CHECK(nothing.status == 1);
+    CHECK(nothing.output.find((scratch.path() / "no").string()) != std::string::npos);
+
+    const auto usage = run(fmt::format("{} {} --batch", feed_tool, quoted(db)));
+    CHECK(usage.status == 2);
+    CHECK(usage.output.find("--batch needs a value") != std::string::npos);
+    CHECK(run(lmdb_tool + " frobnicate").status == 2);
+  }
+}
