@@ -1,0 +1,114 @@
+// The baselines: a plain hand-written loop doing the data layer's work on the same 2 threads with
+// no pipeline (each thread its own cursor over every other record: decode, crop, mirror, mean,
+// scale into a batch buffer of its own), the limit of what a pipeline can reach; and a raw LMDB
+// cursor scan copying each value out of the map, the limit of reading.
+#include <crema/io/caffe_transform.hpp>
+#include <crema/io/datum.hpp>
+#include <crema/io/lmdb/lmdb_writer.hpp>
+
+#include "caffe_data_layer/shape.hpp"
+
+#include <benchmark/benchmark.h>
+#include <lmdb.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace crema::bench::data_layer;
+
+// A read-only environment with one transaction and cursor, for one thread.
+class cursor {
+ public:
+  explicit cursor(const std::filesystem::path& path) {
+    crema::detail::lmdb_check(mdb_env_create(&env_), "baseline: environment", path);
+    crema::detail::lmdb_check(mdb_env_open(env_, path.c_str(), MDB_RDONLY | MDB_NOTLS, 0664),
+                              "baseline: open", path);
+    crema::detail::lmdb_check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_), "baseline: txn",
+                              path);
+    crema::detail::lmdb_check(mdb_dbi_open(txn_, nullptr, 0, &dbi_), "baseline: dbi", path);
+    crema::detail::lmdb_check(mdb_cursor_open(txn_, dbi_, &cursor_), "baseline: cursor", path);
+  }
+  cursor(const cursor&) = delete;
+  cursor& operator=(const cursor&) = delete;
+  ~cursor() {
+    mdb_cursor_close(cursor_);
+    mdb_txn_abort(txn_);
+    mdb_env_close(env_);
+  }
+  // Calls visit(ordinal, key, value) for every record in order.
+  template <class Visit>
+  void scan(Visit visit) {
+    MDB_val key{};
+    MDB_val value{};
+    std::size_t ordinal = 0;
+    for (int got = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST); got == MDB_SUCCESS;
+         got = mdb_cursor_get(cursor_, &key, &value, MDB_NEXT)) {
+      visit(ordinal++, key, value);
+    }
+  }
+
+ private:
+  MDB_env* env_ = nullptr;
+  MDB_txn* txn_ = nullptr;
+  MDB_dbi dbi_ = 0;
+  MDB_cursor* cursor_ = nullptr;
+};
+
+void hand_loop(benchmark::State& state, const dataset& set) {
+  const database& db = database_of(set);
+  const crema::caffe_transform transform = transform_of(set);
+  const std::size_t elements = 3 * set.crop * set.crop;
+  std::uint64_t epoch = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (std::size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        cursor reader(db.path());
+        std::vector<float> data(set.batch * elements);
+        std::vector<float> labels(set.batch);
+        std::size_t filled = 0;
+        reader.scan([&](std::size_t ordinal, const MDB_val& key, const MDB_val& value) {
+          if (ordinal % threads != t) return;
+          const std::string_view name(static_cast<const char*>(key.mv_data), key.mv_size);
+          const crema::datum_view datum = crema::decode_datum(
+              {static_cast<const std::byte*>(value.mv_data), value.mv_size}, name);
+          crema::sample_rng rng(7, epoch, ordinal);
+          const auto view = crema::image_view<std::uint8_t>::planar(
+              reinterpret_cast<const std::uint8_t*>(datum.data.data()), 3, set.side, set.side);
+          transform(view, std::span<float>(data).subspan(filled * elements, elements), rng, name);
+          labels[filled] = static_cast<float>(datum.label);
+          if (++filled == set.batch) {
+            benchmark::DoNotOptimize(data.data());
+            filled = 0;
+          }
+        });
+      });
+    }
+    for (auto& worker : workers) worker.join();
+    ++epoch;
+  }
+  count_records(state, db.records());
+}
+BENCHMARK_CAPTURE(hand_loop, small, small)->Name("baseline/data_layer/small")->UseRealTime();
+BENCHMARK_CAPTURE(hand_loop, large, large)->Name("baseline/data_layer/large")->UseRealTime();
+
+void raw_scan(benchmark::State& state, const dataset& set) {
+  const database& db = database_of(set);
+  std::vector<std::byte> copy;
+  for (auto _ : state) {
+    cursor reader(db.path());
+    reader.scan([&](std::size_t, const MDB_val&, const MDB_val& value) {
+      copy.resize(value.mv_size);
+      std::memcpy(copy.data(), value.mv_data, value.mv_size);
+      benchmark::DoNotOptimize(copy.data());
+    });
+  }
+  count_records(state, db.records());
+}
+BENCHMARK_CAPTURE(raw_scan, small, small)->Name("baseline/read_only/small")->UseRealTime();
+BENCHMARK_CAPTURE(raw_scan, large, large)->Name("baseline/read_only/large")->UseRealTime();
+
+}  // namespace

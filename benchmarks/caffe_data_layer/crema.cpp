@@ -1,0 +1,62 @@
+// crema's side: the whole data layer (lmdb_source, caffe_batcher into host batches, the
+// pipeline) in repeat mode, as training runs it; one pass of records per iteration. And the
+// pipeline reading alone (each record copied into its slot, no transform).
+#include <crema/io/caffe_batcher.hpp>
+#include <crema/io/lmdb/lmdb_source.hpp>
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/host_batch.hpp>
+
+#include "caffe_data_layer/shape.hpp"
+
+#include <benchmark/benchmark.h>
+
+namespace {
+
+using namespace crema::bench::data_layer;
+
+void data_layer(benchmark::State& state, const dataset& set) {
+  const database& db = database_of(set);
+  crema::caffe_batcher batcher({3, set.side, set.side}, transform_of(set),
+                               crema::make_host_batch<float>{});
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(db.path()),
+      batcher,
+      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+  auto consumer = pipe.consumer(0);
+  std::size_t records = 0;
+  for (auto _ : state) {
+    for (std::size_t read = 0; read < db.records();) {
+      auto batch = consumer.pull();
+      benchmark::DoNotOptimize(batch->data.data());
+      read += batch->size();
+      records += batch->size();
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(records));
+}
+BENCHMARK_CAPTURE(data_layer, small, small)->Name("crema/data_layer/small")->UseRealTime();
+BENCHMARK_CAPTURE(data_layer, large, large)->Name("crema/data_layer/large")->UseRealTime();
+
+void read_only(benchmark::State& state, const dataset& set) {
+  const database& db = database_of(set);
+  const auto size_of = [](const crema::lmdb_record& record) { return record.value.size(); };
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(db.path()),
+      size_of,
+      {.batch_size = 64, .producers = threads, .threads = threads}};
+  auto consumer = pipe.consumer(0);
+  std::size_t records = 0;
+  for (auto _ : state) {
+    for (std::size_t read = 0; read < db.records();) {
+      auto batch = consumer.pull();
+      benchmark::DoNotOptimize(batch->items().data());
+      read += batch->size();
+      records += batch->size();
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(records));
+}
+BENCHMARK_CAPTURE(read_only, small, small)->Name("crema/read_only/small")->UseRealTime();
+BENCHMARK_CAPTURE(read_only, large, large)->Name("crema/read_only/large")->UseRealTime();
+
+}  // namespace
