@@ -12,6 +12,7 @@
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
 #include "common/recording_device_resource.hpp"
+#include "common/scratch_directory.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -43,21 +44,7 @@ constexpr std::size_t side = 8;
 using batch_type =
     crema::device_batch<float, crema::host_malloc_resource, crema::test::recording_device_resource>;
 
-class scratch_directory {
- public:
-  explicit scratch_directory(const std::string& name)
-      : path_(fs::temp_directory_path() / fmt::format("crema-{}-{}", name, ::getpid())) {
-    fs::remove_all(path_);
-  }
-  ~scratch_directory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using crema::test::scratch_directory;
 
 std::string key_of(std::size_t i) { return fmt::format("{:08}_img{}.png", i, i); }
 

@@ -7,6 +7,7 @@
 #include <crema/io/lmdb/lmdb_writer.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/scratch_directory.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -29,22 +30,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 // A directory of its own for one test, removed after it.
-class scratch_directory {
- public:
-  explicit scratch_directory(const std::string& name)
-      : path_(fs::temp_directory_path() / fmt::format("crema-{}-{}", name, ::getpid())) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~scratch_directory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using crema::test::scratch_directory;
 
 std::string key_of(std::size_t index) { return fmt::format("{:08}_image{}.jpg", index, index); }
 

@@ -9,6 +9,8 @@
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 
+#include "common/scratch_directory.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -63,22 +65,7 @@ std::string json_field(const std::string& json, const std::string& name) {
   return json.substr(start, json.find_first_of(",}", start) - start);
 }
 
-class scratch_directory {
- public:
-  explicit scratch_directory(const std::string& name)
-      : path_(fs::temp_directory_path() / fmt::format("crema-{}-{}", name, ::getpid())) {
-    fs::remove_all(path_);
-    fs::create_directories(path_ / "images" / "cats");
-  }
-  ~scratch_directory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using crema::test::scratch_directory;
 
 std::vector<std::uint8_t> pixels_of(std::size_t i, std::size_t height, std::size_t width) {
   std::vector<std::uint8_t> pixels(3 * height * width);
@@ -96,6 +83,7 @@ void write_file(const fs::path& path, const std::vector<std::byte>& bytes) {
 
 // Six 3 x 6 x 8 images (PNG, and JPEG for every third) and a list labelling image i with i % 3.
 fs::path make_images(const fs::path& root) {
+  fs::create_directories(root / "images" / "cats");
   std::ofstream list(root / "list.txt");
   for (std::size_t i = 0; i < 6; ++i) {
     const auto pixels = pixels_of(i, 6, 8);
