@@ -43,6 +43,9 @@ constexpr std::string_view usage = R"(usage:
       How many records, of which labels and shapes, how many encoded, and each channel's mean.
   crema-lmdb dump DB N
       The first N keys with their shape and label.
+  crema-lmdb synth OUT --count N --shape CxHxW [--labels K] [--seed S]
+      A database of N raw Datums of random pixels, labels i % K (default 1000), keys as
+      convert_imageset writes them: for benchmarks and smoke tests.
 )";
 
 // The values of a Datum as 8-bit pixels or floats, channel-first, whatever the record's kind.
@@ -130,11 +133,12 @@ std::vector<std::uint8_t> resize(crema::image_view<std::uint8_t> in, std::size_t
   return out;
 }
 
-std::pair<std::size_t, std::size_t> parse_size(const std::string& text) {
+// "HxW" of option `what`.
+std::pair<std::size_t, std::size_t> parse_size(const std::string& text, std::string_view what) {
   const auto x = text.find('x');
-  if (x == std::string::npos) throw usage_error("--resize must be HxW, like 256x256");
-  return {crema::tools::arguments::to_count(text.substr(0, x), "--resize height"),
-          crema::tools::arguments::to_count(text.substr(x + 1), "--resize width")};
+  if (x == std::string::npos) throw usage_error(fmt::format("{} must be HxW, like 256x256", what));
+  return {crema::tools::arguments::to_count(text.substr(0, x), fmt::format("{} height", what)),
+          crema::tools::arguments::to_count(text.substr(x + 1), fmt::format("{} width", what))};
 }
 
 int convert(const crema::tools::arguments& args) {
@@ -142,7 +146,7 @@ int convert(const crema::tools::arguments& args) {
   const fs::path list = args.positional(2, "LIST");
   const fs::path out = args.positional(3, "OUT");
   std::optional<std::pair<std::size_t, std::size_t>> size;
-  if (const auto text = args.option("resize")) size = parse_size(*text);
+  if (const auto text = args.option("resize")) size = parse_size(*text, "--resize");
   const bool encoded = args.flag("encoded");
 
   std::ifstream lines(list);
@@ -338,6 +342,43 @@ int dump(const crema::tools::arguments& args) {
   return 0;
 }
 
+int synth(const crema::tools::arguments& args) {
+  const fs::path out = args.positional(1, "OUT");
+  const std::size_t count = args.count("count", 0);
+  const auto shape_text = args.option("shape");
+  if (count == 0 || !shape_text) throw usage_error("synth needs --count N and --shape CxHxW");
+  const auto x = shape_text->find('x');
+  if (x == std::string::npos) throw usage_error("--shape must be CxHxW, like 3x32x32");
+  const std::size_t channels =
+      crema::tools::arguments::to_count(shape_text->substr(0, x), "--shape channels");
+  const auto [height, width] = parse_size(shape_text->substr(x + 1), "--shape");
+  const std::size_t labels = std::max<std::size_t>(1, args.count("labels", 1000));
+  crema::lmdb_writer writer(out);
+  crema::sample_rng rng(args.count("seed", 0), 0, 0);
+  std::vector<std::byte> pixels(channels * height * width);
+  std::vector<std::byte> value;
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t p = 0; p < pixels.size(); p += 8) {
+      const std::uint64_t word = rng();
+      for (std::size_t b = 0; b < 8 && p + b < pixels.size(); ++b) {
+        pixels[p + b] = static_cast<std::byte>(word >> (8 * b));
+      }
+    }
+    value.clear();
+    crema::encode_datum({.channels = static_cast<std::int32_t>(channels),
+                         .height = static_cast<std::int32_t>(height),
+                         .width = static_cast<std::int32_t>(width),
+                         .label = static_cast<std::int32_t>(i % labels),
+                         .data = pixels},
+                        value);
+    writer.put(fmt::format("{:08}_synthetic{}.png", i, i), value);
+  }
+  writer.finish();
+  fmt::print("wrote {} records of {} x {} x {} into {}\n", count, channels, height, width,
+             out.string());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -345,11 +386,12 @@ int main(int argc, char** argv) {
     if (argc < 2) throw usage_error("missing a command");
     const std::string_view command = argv[1];
     const crema::tools::arguments args(argc, argv, 1, {"encoded", "gray", "shuffle", "json"},
-                                       {"resize", "seed"});
+                                       {"resize", "seed", "count", "shape", "labels"});
     if (command == "convert") return convert(args);
     if (command == "mean") return mean(args);
     if (command == "stat") return stat(args);
     if (command == "dump") return dump(args);
+    if (command == "synth") return synth(args);
     throw usage_error(fmt::format("unknown command '{}'", command));
   });
 }

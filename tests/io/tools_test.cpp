@@ -178,6 +178,15 @@ TEST_SUITE("tools") {
 
     const auto dump = run(fmt::format("{} dump {} 2", lmdb_tool, quoted(db)));
     CHECK(dump.output == "00000000_0  2x1x2  label 0\n00000001_1  2x1x2  label 1\n");
+
+    const auto synthetic = scratch.path() / "synthetic";
+    REQUIRE(run(fmt::format("{} synth {} --count 30 --shape 1x3x4 --labels 7", lmdb_tool,
+                            quoted(synthetic)))
+                .status == 0);
+    const auto synthetic_stat = run(fmt::format("{} stat {} --json", lmdb_tool, quoted(synthetic)));
+    CHECK(json_field(synthetic_stat.output, "count") == "30");
+    CHECK(json_field(synthetic_stat.output, "shapes") == "{\"1x3x4\": 30}");
+    CHECK(json_field(synthetic_stat.output, "labels").find("\"6\": 4") != std::string::npos);
   }
 
   TEST_CASE(
