@@ -57,8 +57,8 @@ class database {
     path_ = std::filesystem::temp_directory_path() /
             fmt::format("crema-bench-data-layer-{}-{}", set.name, ::getpid());
     std::filesystem::remove_all(path_);
-    crema::lmdb_writer writer(path_, {.records_per_commit = 1000,
-                                      .initial_map_bytes = std::size_t{1} << 31});
+    crema::lmdb_writer writer(
+        path_, {.records_per_commit = 1000, .initial_map_bytes = std::size_t{1} << 31});
     std::vector<std::byte> pixels(3 * set.side * set.side);
     std::vector<std::byte> value;
     crema::sample_rng rng(1, 0, 0);

@@ -295,6 +295,25 @@ TEST_SUITE("lmdb") {
           fmt::format("lmdb_source: {} holds no records", empty.string()));
   }
 
+  TEST_CASE(
+      "a source reads one snapshot for its life: what a writer does later is not seen, and "
+      "records read earlier keep their bytes") {
+    scratch_directory scratch("lmdb-snapshot");
+    const auto path = make_dataset(scratch.path() / "db", 40);
+    crema::lmdb_source source(path);
+    std::vector<crema::lmdb_record> kept;  // views, as a pipeline's slots keep them
+    for (int i = 0; i < 10; ++i) kept.push_back(*source.next());
+    {
+      crema::lmdb_writer writer(path);
+      const std::vector<std::byte> other(100, std::byte{0xee});
+      for (std::size_t i = 0; i < 60; ++i) writer.put(key_of(i), other);  // overwrites and adds
+    }
+    for (std::size_t i = 0; i < kept.size(); ++i) CHECK(label_of(kept[i]) == i);
+    source.rewind();
+    CHECK(rest_of_pass(source) == iota(40));
+    CHECK(crema::lmdb_source(path).records() == 60);  // a new source sees the new snapshot
+  }
+
   TEST_CASE("a source moved from still closes once; the moved-to one reads on") {
     scratch_directory scratch("lmdb-move");
     const auto path = make_dataset(scratch.path() / "db", 8);

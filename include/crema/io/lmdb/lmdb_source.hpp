@@ -22,6 +22,10 @@
 namespace crema {
 
 /// @brief One record of an LMDB: its key and value, viewed in the database's memory map.
+///
+/// The bytes stay valid and unchanged for the life of the `lmdb_source` that read them (its read
+/// transaction stays open, so the snapshot it sees cannot change), so a pipeline keeps a record
+/// as these two views: nothing is copied out of the map before the transform reads it.
 struct lmdb_record {
   std::span<const std::byte> key;
   std::span<const std::byte> value;
@@ -29,23 +33,6 @@ struct lmdb_record {
   /// @return the key as text (Caffe's keys are "00000042_cat/img.jpg")
   [[nodiscard]] std::string_view key_text() const noexcept {
     return {reinterpret_cast<const char*>(key.data()), key.size()};
-  }
-};
-
-/// @brief A pipeline keeps its own copy of an LMDB record in two byte vectors of the slot, whose
-/// capacity is reused: no message object, no allocation per record once they have grown.
-template <>
-struct record_storage<lmdb_record> {
-  struct storage_type {
-    std::vector<std::byte> key;
-    std::vector<std::byte> value;
-  };
-  static void store(const lmdb_record& record, storage_type& storage) {
-    storage.key.assign(record.key.begin(), record.key.end());
-    storage.value.assign(record.value.begin(), record.value.end());
-  }
-  static lmdb_record view(const storage_type& storage) noexcept {
-    return {storage.key, storage.value};
   }
 };
 
@@ -64,8 +51,12 @@ struct lmdb_source_options {
 };
 
 /// @brief A record source over a Caffe LMDB (what `convert_imageset` writes): read-only, one read
-/// transaction per reader (renewed every pass), values viewed in the memory map and copied by the
-/// pipeline straight into its slots.
+/// transaction for its whole life, records viewed in the memory map (a pipeline's transform reads
+/// them there: no copy, no message object, no allocation per record).
+///
+/// The open transaction pins one snapshot of the database: a writer may go on writing it, but
+/// the source does not see what it writes, and the pages the snapshot uses are not reused while
+/// the source lives (the file grows instead). Datasets are written once, then read.
 ///
 /// `shard(rank, world)` keeps the records whose ordinal in the pass is `rank` modulo `world`
 /// (disjoint, together complete; with `permute`, the ordinal in the epoch's permutation of the
@@ -214,12 +205,8 @@ class lmdb_source {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
-  // A new pass: a fresh read transaction (old pages may go), the cursor at the shard's first
-  // record.
-  void restart() {
-    mdb_txn_reset(txn_);
-    detail::lmdb_check(mdb_txn_renew(txn_), "lmdb_source: cannot renew reading", path_);
-    detail::lmdb_check(mdb_cursor_renew(txn_, cursor_), "lmdb_source: cannot renew reading", path_);
+  // A new pass, in the same snapshot: the cursor goes back before the shard's first record.
+  void restart() noexcept {
     position_ = 0;
     read_ = 0;
     cursor_ordinal_ = no_ordinal;
