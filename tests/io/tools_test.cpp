@@ -219,7 +219,14 @@ TEST_SUITE("tools") {
     const auto other_seed =
         run(fmt::format("{} {} --batch 4 --crop 5 --mirror --epochs 3 --seed 10 --ordered --json",
                         feed_tool, quoted(db)));
+    CHECK(json_field(other_seed.output, "checksum").size() == 16);
     CHECK(json_field(other_seed.output, "checksum") != first_checksum);
+    // Unordered, the consumer does not hash unless asked.
+    const auto unhashed = run(fmt::format("{} {} --batch 4 --json", feed_tool, quoted(db)));
+    CHECK(unhashed.output.find("\"checksum\": null") != std::string::npos);
+    const auto hashed =
+        run(fmt::format("{} {} --batch 4 --checksum --json", feed_tool, quoted(db)));
+    CHECK(json_field(hashed.output, "checksum").size() == 16);
   }
 
   TEST_CASE("bad input fails with a message naming the path, line or key") {
