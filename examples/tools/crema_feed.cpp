@@ -233,7 +233,7 @@ int feed(const crema::tools::arguments& args) {
 
 int main(int argc, char** argv) {
   return crema::tools::run_tool("crema-feed", usage, [&] {
-    const crema::tools::arguments args(argc, argv, 1, {"mirror", "ordered", "json"},
+    const crema::tools::arguments args(argc, argv, 1, {"mirror", "ordered", "checksum", "json"},
                                        {"batch", "crop", "mean-file", "mean-values", "scale",
                                         "producers", "threads", "epochs", "seed"});
     if (args.option("mean-file") && args.option("mean-values")) {
