@@ -33,7 +33,7 @@ run_case() {
   "$lmdb_tool" synth "$db" --count "$count" --shape "$shape" >/dev/null
   local crema
   crema=$("$feed_tool" "$db" --batch "$batch" --crop "$crop" --mirror --mean-values 104,117,123 \
-    --scale 0.017 --producers 2 --threads 2 --epochs 2 --json)
+    --scale 0.017 --producers 2 --threads 2 --epochs 5 --json)
   echo "$crema" | sed "s/^{/{\"case\": \"$name\", /" >>"$out"
   local crema_rate best=0
   crema_rate=$(echo "$crema" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')
