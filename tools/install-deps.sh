@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages crema's build, tests, demo and benchmarks need, when missing.
 # Idempotent and quiet when everything is there. Run as root (or with sudo) on Debian 12.
+# Given package names, installs those instead (what a benchmark driver needs beyond them).
+#   tools/install-deps.sh [PACKAGE...]
 set -euo pipefail
 
 packages=(
@@ -8,6 +10,7 @@ packages=(
   libfmt-dev libconcurrentqueue-dev doctest-dev libbenchmark-dev
   liblmdb-dev libturbojpeg0-dev libspng-dev libopenmpi-dev openmpi-bin iproute2
 )
+if (($#)); then packages=("$@"); fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -10,16 +10,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build/release}
 out=${2:-benchmarks-peers.json}
-packages=(python3-torch python3-lmdb python3-protobuf protobuf-compiler python3-numpy)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
-    missing+=("$package")
-done
-if ((${#missing[@]})); then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash "$here/../../tools/install-deps.sh" python3-torch python3-lmdb python3-protobuf \
+  protobuf-compiler python3-numpy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 protoc --proto_path="$here" --python_out="$work" "$here/datum.proto"
