@@ -6,6 +6,7 @@
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -123,8 +124,8 @@ class caffe_transform {
 
  private:
   // One output row: `width` values `(from[w * step] - mean) * scale`, reversed when mirrored,
-  // where the mean is `mean[w]` (a mean image's row) or `*mean` (a channel's). The unit-stride,
-  // unmirrored case is written apart so that it vectorizes.
+  // where the mean is `mean[w]` (a mean image's row) or `*mean` (a channel's). The unit-stride
+  // cases (channel-first records) are written apart so that they vectorize.
   template <bool PerPixelMean, class T>
   static void row(const T* from, std::size_t step, const float* mean, float* to, std::size_t width,
                   float scale, bool mirror) noexcept {
@@ -136,10 +137,12 @@ class caffe_transform {
         return *mean;
       }
     };
-    if (!mirror && step == 1) {
+    if (step == 1) {
       for (std::size_t w = 0; w < width; ++w) {
         to[w] = (static_cast<float>(from[w]) - mean_at(w)) * scale;
       }
+      // A reversed loop does not vectorize; reversing the row in L1 afterwards costs little.
+      if (mirror) std::reverse(to, to + width);
     } else if (!mirror) {
       for (std::size_t w = 0; w < width; ++w) {
         to[w] = (static_cast<float>(from[w * step]) - mean_at(w)) * scale;
