@@ -4,7 +4,7 @@
 // cursor scan copying each value out of the map, the limit of reading.
 #include <crema/io/caffe_transform.hpp>
 #include <crema/io/datum.hpp>
-#include <crema/io/lmdb/lmdb_writer.hpp>
+#include <crema/io/lmdb/lmdb_environment.hpp>
 
 #include "caffe_data_layer/shape.hpp"
 
@@ -12,6 +12,7 @@
 #include <lmdb.h>
 
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -19,15 +20,14 @@ namespace {
 
 using namespace crema::bench::data_layer;
 
-// A read-only environment with one transaction and cursor, for one thread.
+// A read transaction and cursor of the process's environment for the database, for one thread.
 class cursor {
  public:
-  explicit cursor(const std::filesystem::path& path) {
-    crema::detail::lmdb_check(mdb_env_create(&env_), "baseline: environment", path);
-    crema::detail::lmdb_check(mdb_env_open(env_, path.c_str(), MDB_RDONLY | MDB_NOTLS, 0664),
-                              "baseline: open", path);
-    crema::detail::lmdb_check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_), "baseline: txn",
-                              path);
+  explicit cursor(const std::filesystem::path& path)
+      : env_(crema::lmdb_environment::open(path, crema::lmdb_environment::access::read,
+                                           "baseline")) {
+    crema::detail::lmdb_check(mdb_txn_begin(env_->get(), nullptr, MDB_RDONLY, &txn_),
+                              "baseline: txn", path);
     crema::detail::lmdb_check(mdb_dbi_open(txn_, nullptr, 0, &dbi_), "baseline: dbi", path);
     crema::detail::lmdb_check(mdb_cursor_open(txn_, dbi_, &cursor_), "baseline: cursor", path);
   }
@@ -36,7 +36,6 @@ class cursor {
   ~cursor() {
     mdb_cursor_close(cursor_);
     mdb_txn_abort(txn_);
-    mdb_env_close(env_);
   }
   // Calls visit(ordinal, key, value) for every record in order.
   template <class Visit>
@@ -51,7 +50,7 @@ class cursor {
   }
 
  private:
-  MDB_env* env_ = nullptr;
+  std::shared_ptr<crema::lmdb_environment> env_;
   MDB_txn* txn_ = nullptr;
   MDB_dbi dbi_ = 0;
   MDB_cursor* cursor_ = nullptr;

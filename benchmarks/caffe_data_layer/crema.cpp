@@ -10,12 +10,19 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 namespace {
 
 using namespace crema::bench::data_layer;
+
+// Batch slots per consumer: the pipeline's default, or CREMA_BENCH_PREFETCH.
+std::size_t prefetch() {
+  const char* text = std::getenv("CREMA_BENCH_PREFETCH");
+  return text != nullptr ? std::strtoull(text, nullptr, 10) : crema::pipeline_options{}.prefetch;
+}
 
 void data_layer(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);
@@ -24,7 +31,11 @@ void data_layer(benchmark::State& state, const dataset& set) {
   crema::double_buffered_pipeline pipe{
       crema::lmdb_source(db.path()),
       batcher,
-      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+      {.batch_size = set.batch,
+       .prefetch = prefetch(),
+       .producers = threads,
+       .threads = threads,
+       .seed = 7}};
   auto consumer = pipe.consumer(0);
   std::size_t records = 0;
   for (auto _ : state) {

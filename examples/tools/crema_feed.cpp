@@ -8,6 +8,7 @@
 #include <crema/io/blob_proto.hpp>
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
+#include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -49,16 +50,13 @@ double seconds_since(clock_type::time_point start) {
 
 // Every record's value copied out of the map, as the least any reader does: records per second.
 double raw_cursor_scan(const std::filesystem::path& path, std::size_t& records) {
-  MDB_env* env = nullptr;
-  crema::detail::lmdb_check(mdb_env_create(&env), "raw scan: cannot create an environment for",
-                            path);
-  const unsigned flags =
-      MDB_RDONLY | MDB_NOTLS | (std::filesystem::is_directory(path) ? 0U : unsigned{MDB_NOSUBDIR});
-  int status = mdb_env_open(env, path.c_str(), flags, 0664);
+  // The process's environment for the database: LMDB allows one per database and process.
+  const auto env =
+      crema::lmdb_environment::open(path, crema::lmdb_environment::access::read, "raw scan");
   MDB_txn* txn = nullptr;
   MDB_dbi dbi = 0;
   MDB_cursor* cursor = nullptr;
-  if (status == MDB_SUCCESS) status = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn);
+  int status = mdb_txn_begin(env->get(), nullptr, MDB_RDONLY, &txn);
   if (status == MDB_SUCCESS) status = mdb_dbi_open(txn, nullptr, 0, &dbi);
   if (status == MDB_SUCCESS) status = mdb_cursor_open(txn, dbi, &cursor);
   std::vector<std::byte> copy;
@@ -77,7 +75,6 @@ double raw_cursor_scan(const std::filesystem::path& path, std::size_t& records) 
   const double seconds = seconds_since(start);
   if (cursor != nullptr) mdb_cursor_close(cursor);
   if (txn != nullptr) mdb_txn_abort(txn);
-  mdb_env_close(env);
   crema::detail::lmdb_check(status, "raw scan: cannot read", path);
   return static_cast<double>(records) / seconds;
 }

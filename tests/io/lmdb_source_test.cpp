@@ -3,6 +3,7 @@
 // and complete, resumed exactly; bad paths and corrupt records are errors that name them.
 
 #include <crema/io/datum.hpp>
+#include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -20,8 +21,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -300,18 +303,54 @@ TEST_SUITE("lmdb") {
       "records read earlier keep their bytes") {
     scratch_directory scratch("lmdb-snapshot");
     const auto path = make_dataset(scratch.path() / "db", 40);
+    auto writer = std::make_unique<crema::lmdb_writer>(path);  // writers open before readers
     crema::lmdb_source source(path);
     std::vector<crema::lmdb_record> kept;  // views, as a pipeline's slots keep them
     for (int i = 0; i < 10; ++i) kept.push_back(*source.next());
-    {
-      crema::lmdb_writer writer(path);
-      const std::vector<std::byte> other(100, std::byte{0xee});
-      for (std::size_t i = 0; i < 60; ++i) writer.put(key_of(i), other);  // overwrites and adds
-    }
+    const std::vector<std::byte> other(100, std::byte{0xee});
+    for (std::size_t i = 0; i < 60; ++i) writer->put(key_of(i), other);  // overwrites and adds
+    writer->finish();
+    writer.reset();
     for (std::size_t i = 0; i < kept.size(); ++i) CHECK(label_of(kept[i]) == i);
     source.rewind();
     CHECK(rest_of_pass(source) == iota(40));
     CHECK(crema::lmdb_source(path).records() == 60);  // a new source sees the new snapshot
+  }
+
+  TEST_CASE(
+      "one environment per database and process: sources share it, by directory or data "
+      "file, and a writer after a reader is refused, naming the path") {
+    scratch_directory scratch("lmdb-environment");
+    const auto path = make_dataset(scratch.path() / "db", 50);
+    const auto by_directory =
+        crema::lmdb_environment::open(path, crema::lmdb_environment::access::read, "test");
+    const auto by_file = crema::lmdb_environment::open(
+        path / "data.mdb", crema::lmdb_environment::access::read, "test");
+    CHECK(by_directory.get() == by_file.get());
+    CHECK(message_of<crema::config_error>([&] { crema::lmdb_writer writer(path); }) ==
+          fmt::format("lmdb_writer: {} is open read-only in this process, and LMDB allows one "
+                      "environment per database and process: open the writer before the readers",
+                      path.string()));
+  }
+
+  TEST_CASE("sources of one database read on several threads at once, each its whole pass") {
+    crema::test::watchdog guard(60s, "lmdb threads");
+    scratch_directory scratch("lmdb-threads");
+    const auto path = make_dataset(scratch.path() / "db", 300);
+    std::vector<std::vector<std::size_t>> seen(4);
+    for (int round = 0; round < 5; ++round) {  // environments opened and closed while others read
+      std::vector<std::thread> readers;
+      for (std::size_t t = 0; t < seen.size(); ++t) {
+        readers.emplace_back([&, t] {
+          crema::lmdb_source source(path, t % 2 == 0 ? crema::lmdb_source_options{}
+                                                     : crema::lmdb_source_options{.permute = true});
+          seen[t] = rest_of_pass(source);
+          std::sort(seen[t].begin(), seen[t].end());
+        });
+      }
+      for (auto& reader : readers) reader.join();
+      for (const auto& one : seen) CHECK(one == iota(300));
+    }
   }
 
   TEST_CASE("a source moved from still closes once; the moved-to one reads on") {

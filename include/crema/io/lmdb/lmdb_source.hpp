@@ -1,7 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
-#include <crema/io/lmdb/lmdb_writer.hpp>
+#include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/pipeline/indexed_source.hpp>
 #include <crema/pipeline/sample_context.hpp>
 #include <crema/pipeline/source.hpp>
@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -79,23 +80,9 @@ class lmdb_source {
     if (!std::filesystem::exists(path_, error)) {
       detail::fail<config_error>("lmdb_source: {} does not exist", path_.string());
     }
-    detail::lmdb_check(mdb_env_create(&env_), "lmdb_source: cannot create an environment for",
-                       path_);
-    unsigned flags = MDB_RDONLY | MDB_NOTLS;
-    if (!std::filesystem::is_directory(path_, error)) flags |= MDB_NOSUBDIR;
-    int opened = mdb_env_open(env_, path_.c_str(), flags, 0664);
-    if (opened == EACCES || opened == EROFS) {
-      // A lock file it may not write (read-only media): read without one, as nothing writes.
-      opened = mdb_env_open(env_, path_.c_str(), flags | MDB_NOLOCK, 0664);
-    }
-    if (opened != MDB_SUCCESS) {
-      mdb_env_close(env_);
-      env_ = nullptr;
-      detail::fail_with_code<lmdb_error>(opened, "lmdb_source: {} is not an LMDB that opens: {}",
-                                         path_.string(), mdb_strerror(opened));
-    }
+    env_ = lmdb_environment::open(path_, lmdb_environment::access::read, "lmdb_source");
     try {
-      detail::lmdb_check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_),
+      detail::lmdb_check(mdb_txn_begin(env_->get(), nullptr, MDB_RDONLY, &txn_),
                          "lmdb_source: cannot begin reading", path_);
       detail::lmdb_check(mdb_dbi_open(txn_, nullptr, 0, &dbi_), "lmdb_source: cannot open", path_);
       MDB_stat stat{};
@@ -115,7 +102,7 @@ class lmdb_source {
   lmdb_source(lmdb_source&& other) noexcept
       : path_(std::move(other.path_)),
         options_(other.options_),
-        env_(std::exchange(other.env_, nullptr)),
+        env_(std::move(other.env_)),
         txn_(std::exchange(other.txn_, nullptr)),
         dbi_(other.dbi_),
         cursor_(std::exchange(other.cursor_, nullptr)),
@@ -295,17 +282,16 @@ class lmdb_source {
   void close() noexcept {
     if (cursor_ != nullptr) mdb_cursor_close(cursor_);
     if (txn_ != nullptr) mdb_txn_abort(txn_);
-    if (env_ != nullptr) mdb_env_close(env_);
     cursor_ = nullptr;
     txn_ = nullptr;
-    env_ = nullptr;
+    env_.reset();
   }
 
   static constexpr std::size_t no_ordinal = static_cast<std::size_t>(-1);
 
   std::filesystem::path path_;
   lmdb_source_options options_;
-  MDB_env* env_ = nullptr;
+  std::shared_ptr<lmdb_environment> env_;  // shared with the process's other users of it
   MDB_txn* txn_ = nullptr;
   MDB_dbi dbi_ = 0;
   MDB_cursor* cursor_ = nullptr;

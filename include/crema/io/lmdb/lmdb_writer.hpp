@@ -1,11 +1,13 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/io/lmdb/lmdb_environment.hpp>
 
 #include <lmdb.h>
 
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,17 +15,6 @@
 #include <vector>
 
 namespace crema {
-namespace detail {
-
-// Turns an LMDB return code into crema::lmdb_error naming what was done to which database.
-inline void lmdb_check(int code, std::string_view what, const std::filesystem::path& path) {
-  if (code != MDB_SUCCESS) {
-    fail_with_code<lmdb_error>(code, "{} {}: {}", what, path.string(), mdb_strerror(code));
-  }
-}
-
-}  // namespace detail
-
 /// @brief How an `lmdb_writer` writes.
 struct lmdb_writer_options {
   std::size_t records_per_commit = 1000;                 ///< records written per transaction
@@ -34,25 +25,20 @@ struct lmdb_writer_options {
 /// tools do: keys and values in the order given, committed every `records_per_commit` records.
 ///
 /// The map grows by itself: when it fills, the transaction is replayed into a map twice as big.
-/// Not thread-safe. `finish()` commits what is left and reports errors; the destructor commits
-/// too but cannot report them.
+/// The environment is the process's one for the database (`lmdb_environment`): open the writer
+/// before any reader of the same database in this process. Not thread-safe. `finish()` commits what
+/// is left and reports errors; the destructor commits too but cannot report them.
 class lmdb_writer {
  public:
   /// @param directory made if missing; an existing database there is added to
-  /// @throws crema::lmdb_error naming the path if LMDB cannot open or make it
+  /// @throws crema::lmdb_error naming the path if LMDB cannot open or make it;
+  ///         crema::config_error naming it if this process has it open read-only
   explicit lmdb_writer(std::filesystem::path directory, lmdb_writer_options options = {})
-      : path_(std::move(directory)), options_(options), map_bytes_(options.initial_map_bytes) {
+      : path_(std::move(directory)), options_(options) {
     std::error_code ignored;
     std::filesystem::create_directories(path_, ignored);
-    detail::lmdb_check(mdb_env_create(&env_), "lmdb_writer: cannot create an environment for",
-                       path_);
-    detail::lmdb_check(mdb_env_set_mapsize(env_, map_bytes_), "lmdb_writer: cannot size", path_);
-    const int opened = mdb_env_open(env_, path_.c_str(), 0, 0664);
-    if (opened != MDB_SUCCESS) {
-      mdb_env_close(env_);
-      env_ = nullptr;
-      detail::lmdb_check(opened, "lmdb_writer: cannot open", path_);
-    }
+    env_ = lmdb_environment::open(path_, lmdb_environment::access::write, "lmdb_writer",
+                                  options_.initial_map_bytes);
   }
   lmdb_writer(const lmdb_writer&) = delete;
   lmdb_writer& operator=(const lmdb_writer&) = delete;
@@ -61,7 +47,6 @@ class lmdb_writer {
       finish();
     } catch (...) {  // reported by finish() to those who call it
     }
-    if (env_ != nullptr) mdb_env_close(env_);
   }
 
   /// @brief Writes (or overwrites) `key`.
@@ -77,13 +62,15 @@ class lmdb_writer {
 
  private:
   void commit() {
-    if (pending_.empty() || env_ == nullptr) return;
+    if (pending_.empty()) return;
     for (;;) {
       const int written = write_pending();
       if (written == MDB_SUCCESS) break;
       if (written != MDB_MAP_FULL) detail::lmdb_check(written, "lmdb_writer: cannot write", path_);
-      map_bytes_ *= 2;  // the transaction was aborted: grow the map and write it again
-      detail::lmdb_check(mdb_env_set_mapsize(env_, map_bytes_), "lmdb_writer: cannot grow", path_);
+      // The transaction was aborted: grow the map and write it again. (LMDB refuses while this
+      // process holds a read transaction of the database: an lmdb_source of it, say.)
+      detail::lmdb_check(mdb_env_set_mapsize(env_->get(), env_->map_bytes() * 2),
+                         "lmdb_writer: cannot grow the map of", path_);
     }
     committed_ += pending_.size();
     pending_.clear();
@@ -92,7 +79,7 @@ class lmdb_writer {
   // One transaction with every pending record; MDB_MAP_FULL is returned, other errors thrown.
   int write_pending() {
     MDB_txn* txn = nullptr;
-    detail::lmdb_check(mdb_txn_begin(env_, nullptr, 0, &txn), "lmdb_writer: cannot begin in",
+    detail::lmdb_check(mdb_txn_begin(env_->get(), nullptr, 0, &txn), "lmdb_writer: cannot begin in",
                        path_);
     MDB_dbi dbi = 0;
     int status = mdb_dbi_open(txn, nullptr, 0, &dbi);
@@ -114,8 +101,7 @@ class lmdb_writer {
 
   std::filesystem::path path_;
   lmdb_writer_options options_;
-  std::size_t map_bytes_;
-  MDB_env* env_ = nullptr;
+  std::shared_ptr<lmdb_environment> env_;
   std::vector<std::pair<std::string, std::vector<std::byte>>> pending_;
   std::size_t committed_ = 0;
 };
