@@ -12,11 +12,14 @@ data=$(mktemp)
 trap 'rm -f "$data"' EXIT
 python3 - "$in" >"$data" <<'PY'
 import json, sys
-rows = {}
+import statistics
+rates = {}
 for line in open(sys.argv[1]):
     record = json.loads(line)
     name = "crema-feed" if "workers" not in record else f"PyTorch w={record['workers']}"
-    rows.setdefault(name, {})[record["case"]] = record["samples_per_s"]
+    rates.setdefault(name, {}).setdefault(record["case"], []).append(record["samples_per_s"])
+rows = {name: {case: statistics.median(values) for case, values in cases.items()}
+        for name, cases in rates.items()}
 for name in ["PyTorch w=0", "PyTorch w=1", "PyTorch w=2", "crema-feed"]:
     if name in rows:
         print(f"\"{name}\" {rows[name].get('small', 0)} {rows[name].get('large', 0)}")
