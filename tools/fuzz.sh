@@ -14,6 +14,10 @@ pids=()
 names=()
 for corpus in fuzz/corpus/*/; do
   name=$(basename "$corpus")
+  if [[ ! -x build/fuzz/fuzz/crema-fuzz-$name ]]; then
+    echo "fuzz: $name skipped (its component is off in this build)"
+    continue
+  fi
   mkdir -p "$work/$name/corpus" "$work/$name/findings"
   cp "$corpus"* "$work/$name/corpus/"
   ( cd "$work/$name/findings" &&
