@@ -73,7 +73,7 @@ class lmdb_source {
 
   /// @param path a database directory (data.mdb inside) or a data file
   /// @throws crema::config_error naming the path if it does not exist or holds no records;
-  ///         crema::lmdb_error naming it if it is not an LMDB LMDB can open
+  ///         crema::lmdb_error naming it if it is not an LMDB that opens
   explicit lmdb_source(std::filesystem::path path, lmdb_source_options options = {})
       : path_(std::move(path)), options_(options) {
     std::error_code error;
