@@ -187,6 +187,11 @@ TEST_CASE("datum: malformed records are format errors naming the key and the fie
     CHECK(what.find("2 bytes") != std::string::npos);
     CHECK(what.find("12") != std::string::npos);
   }
+  SUBCASE("a shape without pixels or floats") {
+    const std::string what = fails(bytes({0x08, 3, 0x10, 2, 0x18, 2, 0x28, 1}));
+    CHECK(what.find("0 bytes") != std::string::npos);
+    CHECK(what.find("00000042_dog.jpg") != std::string::npos);
+  }
   SUBCASE("floats that disagree with the shape") {
     auto message = bytes({0x08, 1, 0x10, 1, 0x18, 2, 0x35});
     append_float(message, 1.0f);

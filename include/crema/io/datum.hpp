@@ -75,7 +75,6 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
   detail::wire_reader reader(bytes, "datum", key);
   datum_view datum;
   datum.message = bytes;
-  bool has_data = false;
   while (!reader.done()) {
     const auto tag = reader.next_tag();
     const auto expect = [&](detail::wire_type type, const char* name) {
@@ -97,7 +96,6 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
       case 4:
         expect(detail::wire_type::length_delimited, "data");
         datum.data = reader.bytes(4, "data");  // the last occurrence wins, as in protobuf
-        has_data = true;
         break;
       case 5:
         expect(detail::wire_type::varint, "label");
@@ -139,7 +137,9 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
     detail::fail<format_error>("{}: shape {} x {} x {} overflows", reader.subject(), datum.channels,
                                datum.height, datum.width);
   }
-  if (has_data && !datum.encoded && datum.data.size() != *elements) {
+  // A raw record holds its pixels, all of them (none at all is as wrong as too few: a reader
+  // would otherwise read past them).
+  if (!datum.encoded && datum.float_count == 0 && datum.data.size() != *elements) {
     detail::fail<format_error>(
         "{}: field 4 (data) holds {} bytes, but channels x height x width is {} x {} x {} = {}",
         reader.subject(), datum.data.size(), datum.channels, datum.height, datum.width, *elements);
