@@ -101,6 +101,21 @@ TEST_CASE("datum: float_data decodes unpacked (as Caffe writes it) and packed") 
   }
 }
 
+TEST_CASE("datum: a record with pixels and floats is read by its pixels, as Caffe reads it") {
+  auto message = bytes({0x08, 1, 0x10, 1, 0x18, 2, 0x22, 2, 9, 8, 0x35});
+  append_float(message, 1.0f);  // one float for two elements: ignored, as Caffe ignores it
+  const auto datum = crema::decode_datum(message, "both");
+  CHECK(datum.data.size() == 2);
+  CHECK(datum.float_count == 1);
+  auto wrong_pixels = bytes({0x08, 1, 0x10, 1, 0x18, 2, 0x22, 1, 9, 0x35});
+  append_float(wrong_pixels, 1.0f);
+  append(wrong_pixels, {0x35});
+  append_float(wrong_pixels, 2.0f);  // floats of the right count do not excuse short pixels
+  CHECK(format_error_of([&] {
+          (void)crema::decode_datum(wrong_pixels, "both");
+        }).find("field 4 (data) holds 1 bytes") != std::string::npos);
+}
+
 TEST_CASE("datum: fields it does not know are skipped, of every wire type") {
   auto message = bytes({0x08, 1, 0x10, 1, 0x18, 1});
   append(message, {0x48, 0x96, 0x01});                    // field 9 varint 150

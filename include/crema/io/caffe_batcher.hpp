@@ -111,7 +111,7 @@ class caffe_batcher {
     sample_rng rng = context.rng();
     if (datum.encoded) {
       put(decoder_.decode(datum.data, key), out, rng, key);
-    } else if (datum.float_count != 0) {
+    } else if (datum.data.empty()) {  // pixels win over floats, as in Caffe
       floats_.resize(datum.float_count);
       datum.copy_floats(floats_);
       put(image_view<float>::planar(floats_.data(), dim(datum.channels), dim(datum.height),

@@ -28,7 +28,8 @@ struct datum_view {
   bool encoded = false;  ///< `data` is an encoded image (JPEG, PNG), not raw pixels
   /// Raw pixels, channel-first (C x H x W bytes), or the encoded image's bytes.
   std::span<const std::byte> data;
-  /// How many values `float_data` holds (for records of floats instead of bytes).
+  /// How many values `float_data` holds (for records of floats instead of bytes; a record with
+  /// pixels too is read by its pixels, as Caffe reads it).
   std::size_t float_count = 0;
 
   /// @return channels x height x width
@@ -137,14 +138,17 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
     detail::fail<format_error>("{}: shape {} x {} x {} overflows", reader.subject(), datum.channels,
                                datum.height, datum.width);
   }
-  // A raw record holds its pixels, all of them (none at all is as wrong as too few: a reader
-  // would otherwise read past them).
-  if (!datum.encoded && datum.float_count == 0 && datum.data.size() != *elements) {
+  // The values a raw record holds, as Caffe's DataTransformer takes them: its pixels when it has
+  // any, else its floats; all of them (none at all is as wrong as too few: a reader would read
+  // past them).
+  if (!datum.encoded && (!datum.data.empty() || datum.float_count == 0) &&
+      datum.data.size() != *elements) {
     detail::fail<format_error>(
         "{}: field 4 (data) holds {} bytes, but channels x height x width is {} x {} x {} = {}",
         reader.subject(), datum.data.size(), datum.channels, datum.height, datum.width, *elements);
   }
-  if (datum.float_count != 0 && datum.float_count != *elements) {
+  if (!datum.encoded && datum.data.empty() && datum.float_count != 0 &&
+      datum.float_count != *elements) {
     detail::fail<format_error>(
         "{}: field 6 (float_data) holds {} values, but channels x height x width is {} x {} x {} "
         "= {}",
