@@ -59,37 +59,11 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
   std::int64_t legacy[4] = {0, 0, 0, 0};  // num, channels, height, width
   bool has_legacy = false;
   bool has_shape = false;
-  const auto read_floats = [&](detail::wire_reader::tag tag, const char* field) {
-    if (tag.type == detail::wire_type::fixed32) {
-      result.data.push_back(detail::float_from_wire(reader.fixed32(tag.field, field)));
-    } else if (tag.type == detail::wire_type::length_delimited) {
-      const auto packed = reader.bytes(tag.field, field);
-      if (packed.size() % 4 != 0) {
-        detail::fail<format_error>("{}: field {} ({}) holds {} bytes, not whole floats",
-                                   reader.subject(), tag.field, field, packed.size());
-      }
-      for (std::size_t i = 0; i < packed.size(); i += 4) {
-        result.data.push_back(detail::float_from_wire(packed.subspan(i, 4)));
-      }
-    } else {
-      reader.wrong_type(tag, field);
-    }
-  };
-  const auto read_doubles = [&](detail::wire_reader::tag tag, const char* field) {
-    if (tag.type == detail::wire_type::fixed64) {
-      result.data.push_back(
-          static_cast<float>(detail::double_from_wire(reader.fixed64(tag.field, field))));
-    } else if (tag.type == detail::wire_type::length_delimited) {
-      const auto packed = reader.bytes(tag.field, field);
-      if (packed.size() % 8 != 0) {
-        detail::fail<format_error>("{}: field {} ({}) holds {} bytes, not whole doubles",
-                                   reader.subject(), tag.field, field, packed.size());
-      }
-      for (std::size_t i = 0; i < packed.size(); i += 8) {
-        result.data.push_back(static_cast<float>(detail::double_from_wire(packed.subspan(i, 8))));
-      }
-    } else {
-      reader.wrong_type(tag, field);
+  // float data (field 5) and double data (field 8) alike, as floats.
+  const auto read_values = [&]<class T>(detail::wire_reader::tag tag, const char* field, T) {
+    const auto values = reader.fixed_values<T>(tag, field);
+    for (std::size_t i = 0; i < values.size() / sizeof(T); ++i) {
+      result.data.push_back(static_cast<float>(detail::value_from_wire<T>(values, i)));
     }
   };
   while (!reader.done()) {
@@ -106,7 +80,7 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
         break;
       }
       case 5:
-        read_floats(tag, "data");
+        read_values(tag, "data", float{});
         break;
       case 7: {
         if (tag.type != detail::wire_type::length_delimited) reader.wrong_type(tag, "shape");
@@ -129,7 +103,7 @@ inline blob decode_blob_proto(std::span<const std::byte> bytes, std::string_view
         break;
       }
       case 8:
-        read_doubles(tag, "double_data");
+        read_values(tag, "double_data", double{});
         break;
       default:
         reader.skip(tag);  // diff, double_diff and fields this reader does not know

@@ -103,19 +103,7 @@ inline datum_view decode_datum(std::span<const std::byte> bytes, std::string_vie
         datum.label = reader.int32(5, "label");
         break;
       case 6:
-        if (tag.type == detail::wire_type::fixed32) {
-          (void)reader.fixed32(6, "float_data");
-          ++datum.float_count;
-        } else if (tag.type == detail::wire_type::length_delimited) {
-          const auto packed = reader.bytes(6, "float_data");
-          if (packed.size() % 4 != 0) {
-            detail::fail<format_error>("{}: field 6 (float_data) holds {} bytes, not whole floats",
-                                       reader.subject(), packed.size());
-          }
-          datum.float_count += packed.size() / 4;
-        } else {
-          reader.wrong_type(tag, "float_data");
-        }
+        datum.float_count += reader.fixed_values<float>(tag, "float_data").size() / sizeof(float);
         break;
       case 7:
         expect(detail::wire_type::varint, "encoded");
@@ -166,12 +154,10 @@ inline void datum_view::copy_floats(std::span<float> out) const {
   std::size_t next = 0;
   while (!reader.done()) {
     const auto tag = reader.next_tag();
-    if (tag.field == 6 && tag.type == detail::wire_type::fixed32) {
-      out[next++] = detail::float_from_wire(reader.fixed32(6, "float_data"));
-    } else if (tag.field == 6 && tag.type == detail::wire_type::length_delimited) {
-      const auto packed = reader.bytes(6, "float_data");
-      for (std::size_t i = 0; i + 4 <= packed.size(); i += 4) {
-        out[next++] = detail::float_from_wire(packed.subspan(i, 4));
+    if (tag.field == 6) {
+      const auto values = reader.fixed_values<float>(tag, "float_data");
+      for (std::size_t i = 0; i < values.size() / sizeof(float); ++i) {
+        out[next++] = detail::value_from_wire<float>(values, i);
       }
     } else {
       reader.skip(tag);

@@ -108,6 +108,22 @@ class wire_reader {
     return fixed(8, field, name);
   }
 
+  // The little-endian values of one occurrence of a repeated float (T = float, fixed32) or double
+  // (fixed64) field, unpacked (one value) or packed (any number of them, whole ones checked).
+  template <class T>
+  std::span<const std::byte> fixed_values(tag t, const char* name) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+    constexpr wire_type single = sizeof(T) == 4 ? wire_type::fixed32 : wire_type::fixed64;
+    if (t.type == single) return fixed(sizeof(T), t.field, name);
+    if (t.type != wire_type::length_delimited) wrong_type(t, name);
+    const auto packed = bytes(t.field, name);
+    if (packed.size() % sizeof(T) != 0) {
+      fail<format_error>("{}: field {} ({}) holds {} bytes, not whole {}", subject(), t.field, name,
+                         packed.size(), sizeof(T) == 4 ? "floats" : "doubles");
+    }
+    return packed;
+  }
+
   // Skips a field this reader does not know, as protobuf does.
   void skip(tag t) {
     switch (t.type) {
@@ -199,21 +215,14 @@ class wire_writer {
   std::vector<std::byte>* out_;
 };
 
-// A little-endian float from the wire.
-[[nodiscard]] inline float float_from_wire(std::span<const std::byte> four) noexcept {
-  std::byte raw[4];
-  std::memcpy(raw, four.data(), 4);
-  if constexpr (std::endian::native == std::endian::big) std::reverse(raw, raw + 4);
-  float value;
-  std::memcpy(&value, raw, 4);
-  return value;
-}
-[[nodiscard]] inline double double_from_wire(std::span<const std::byte> eight) noexcept {
-  std::byte raw[8];
-  std::memcpy(raw, eight.data(), 8);
-  if constexpr (std::endian::native == std::endian::big) std::reverse(raw, raw + 8);
-  double value;
-  std::memcpy(&value, raw, 8);
+// Value `i` of little-endian floats or doubles from the wire (`fixed_values`).
+template <class T>
+[[nodiscard]] T value_from_wire(std::span<const std::byte> values, std::size_t i) noexcept {
+  std::byte raw[sizeof(T)];
+  std::memcpy(raw, values.data() + i * sizeof(T), sizeof(T));
+  if constexpr (std::endian::native == std::endian::big) std::reverse(raw, raw + sizeof(T));
+  T value;
+  std::memcpy(&value, raw, sizeof(T));
   return value;
 }
 
