@@ -101,10 +101,7 @@ class device_batch {
 
  private:
   void check_index(const char* call, std::size_t i) const {
-    if (i >= capacity_) {
-      detail::fail<length_error>("device_batch::{}: record {} of a batch of {}", call, i,
-                                 capacity_);
-    }
+    detail::check_batch_index("device_batch", call, i, capacity_);
   }
 
   record_shape shape_;

@@ -52,10 +52,7 @@ class host_batch {
 
  private:
   void check_index(const char* call, std::size_t i) const {
-    if (i >= labels.size()) {
-      detail::fail<length_error>("host_batch::{}: record {} of a batch of {}", call, i,
-                                 labels.size());
-    }
+    detail::check_batch_index("host_batch", call, i, labels.size());
   }
 
   record_shape shape_;

@@ -36,5 +36,13 @@ inline std::size_t batch_elements(const char* who, std::size_t batch_size, recor
   return *all;
 }
 
+// A length_error naming `who`'s `call` if record `i` is not in a batch of `capacity`.
+inline void check_batch_index(const char* who, const char* call, std::size_t i,
+                              std::size_t capacity) {
+  if (i >= capacity) {
+    fail<length_error>("{}::{}: record {} of a batch of {}", who, call, i, capacity);
+  }
+}
+
 }  // namespace detail
 }  // namespace crema
