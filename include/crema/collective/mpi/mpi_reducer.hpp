@@ -3,9 +3,9 @@
 #include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
-#include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 
 #include <mpi.h>
@@ -22,7 +22,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -52,34 +51,6 @@ struct reducer_options {
     std::size_t rank, std::size_t ranks, std::size_t local, std::size_t consumer) noexcept {
   return {rank * local + consumer, ranks * local};
 }
-
-namespace detail {
-
-// Turns an MPI error code into crema::mpi_error naming the call and MPI's words.
-inline void check(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  crema::detail::fail_with_code<mpi_error>(code, "{} failed: {}", call, std::string(text, length));
-}
-
-template <class T>
-MPI_Datatype mpi_type() {
-  if constexpr (std::is_same_v<T, float>) {
-    return MPI_FLOAT;
-  } else if constexpr (std::is_same_v<T, double>) {
-    return MPI_DOUBLE;
-  } else if constexpr (std::is_same_v<T, std::int32_t>) {
-    return MPI_INT32_T;
-  } else if constexpr (std::is_same_v<T, std::int64_t>) {
-    return MPI_INT64_T;
-  } else {
-    return MPI_DATATYPE_NULL;
-  }
-}
-
-}  // namespace detail
 
 /// @brief The MPI model of `tree_collective`: participants on several ranks (processes, and
 /// through MPI, machines), each rank with a local tree of its own participants and buffers.
@@ -130,21 +101,7 @@ class mpi_reducer {
       : local_(local_tree, std::move(local_buffers), std::move(backend)),
         local_tree_(std::move(local_tree)),
         options_(options) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: MPI is not initialized");
-    }
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    if (provided < MPI_THREAD_SERIALIZED) {
-      crema::detail::fail_with_code<mpi_error>(
-          0,
-          "mpi_reducer: MPI runs at thread level {}; crema calls MPI from its participants' "
-          "threads one at a time: initialize it with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, "
-          "...)",
-          provided);
-    }
+    detail::require_thread_level(name);
     if (options_.timeout <= std::chrono::milliseconds::zero()) {
       crema::detail::fail<config_error>("mpi_reducer: timeout must be positive, got {} ms",
                                         options_.timeout.count());
@@ -401,35 +358,9 @@ class mpi_reducer {
   }
   std::optional<int> wait_for_some(std::span<MPI_Request> requests, std::span<const int> peers,
                                    std::chrono::milliseconds timeout) {
-    // MPI moves the data only while it is asked (MPI_Test drives its progress): poll without
-    // sleeping for a while, as MPI_Wait would, then more gently for a rank that is late.
-    const auto started = std::chrono::steady_clock::now();
-    const auto deadline = crema::detail::deadline_after(timeout);
-    for (;;) {
-      int done = 0;
-      detail::check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                                MPI_STATUSES_IGNORE),
-                    "MPI_Testall");
-      if (done) return std::nullopt;
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) break;
-      if (now - started < std::chrono::milliseconds(50)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-    std::optional<int> silent;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i] == MPI_REQUEST_NULL) continue;
-      int done = 0;
-      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
-      if (done) continue;
-      if (!silent) silent = peers[i];
-      MPI_Cancel(&requests[i]);
-      MPI_Request_free(&requests[i]);
-    }
-    return silent;
+    const auto silent = detail::wait_all(requests, timeout);
+    if (!silent) return std::nullopt;
+    return peers[*silent];
   }
 
   // As wait_for_some, raising a spent mpi_error naming the silent peer.

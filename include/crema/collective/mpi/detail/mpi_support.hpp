@@ -1,0 +1,108 @@
+#pragma once
+
+#include <crema/core/detail/deadline.hpp>
+#include <crema/core/error.hpp>
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+// What crema's MPI components share: errors from MPI's codes, element types, and bounded waits.
+namespace crema::mpi::detail {
+
+// Turns an MPI error code into crema::mpi_error naming the call and MPI's words.
+inline void check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  crema::detail::fail_with_code<mpi_error>(code, "{} failed: {}", call, std::string(text, length));
+}
+
+template <class T>
+MPI_Datatype mpi_type() {
+  if constexpr (std::is_same_v<T, float>) {
+    return MPI_FLOAT;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return MPI_DOUBLE;
+  } else if constexpr (std::is_same_v<T, std::int32_t>) {
+    return MPI_INT32_T;
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    return MPI_INT64_T;
+  } else {
+    return MPI_DATATYPE_NULL;
+  }
+}
+
+// Raises mpi_error unless MPI is initialized at `MPI_THREAD_SERIALIZED` or more.
+inline void require_thread_level(const char* component) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    crema::detail::fail_with_code<mpi_error>(0, "{}: MPI is not initialized", component);
+  }
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    crema::detail::fail_with_code<mpi_error>(
+        0,
+        "{}: MPI runs at thread level {}; crema calls MPI from its users' threads one at a time: "
+        "initialize it with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...)",
+        component, provided);
+  }
+}
+
+// Calls `ready()` until it says true or `timeout` passes; returns whether it did. MPI moves data
+// only while it is asked (MPI_Test drives its progress): it polls without sleeping for a while,
+// as MPI_Wait would, then more gently for a peer that is late.
+template <class Ready>
+bool poll_until(Ready&& ready, std::chrono::milliseconds timeout) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = crema::detail::deadline_after(timeout);
+  for (;;) {
+    if (ready()) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    if (now - started < std::chrono::milliseconds(50)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+// Waits for every request until the timeout; returns the index of the first one that did not
+// complete, after cancelling and freeing every one that did not, or nothing.
+inline std::optional<std::size_t> wait_all(std::span<MPI_Request> requests,
+                                           std::chrono::milliseconds timeout) {
+  const bool done = poll_until(
+      [&] {
+        int all = 0;
+        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &all,
+                          MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+        return all != 0;
+      },
+      timeout);
+  if (done) return std::nullopt;
+  std::optional<std::size_t> first;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    int complete = 0;
+    MPI_Test(&requests[i], &complete, MPI_STATUS_IGNORE);
+    if (complete) continue;
+    if (!first) first = i;
+    MPI_Cancel(&requests[i]);
+    MPI_Request_free(&requests[i]);
+  }
+  return first;
+}
+
+}  // namespace crema::mpi::detail
