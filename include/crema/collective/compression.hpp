@@ -244,7 +244,7 @@ std::size_t diff_encoder<T>::encode(std::span<const T> diff, std::vector<std::by
   const std::size_t at = message.size();
   message.resize(at + (dense ? 0 : sent * sizeof(std::uint32_t)) + sent * value_bytes);
   std::byte* out = message.data() + at;
-  if (!dense) {
+  if (!dense && sent > 0) {
     std::memcpy(out, chosen_.data(), sent * sizeof(std::uint32_t));
     out += sent * sizeof(std::uint32_t);
   }
