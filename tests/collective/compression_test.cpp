@@ -92,6 +92,32 @@ TEST_SUITE("compression") {
     }
   }
 
+  TEST_CASE("the dense half loops give the one-by-one conversion's bits, where F16C is used too") {
+    std::vector<float> values = random_diff(1003, 9, 1e3f);  // not a multiple of 8
+    values[0] = 1e6f;
+    values[1] = -1e6f;
+    values[2] = std::numeric_limits<float>::quiet_NaN();
+    values[3] = std::numeric_limits<float>::infinity();
+    values[4] = std::ldexp(1.0f, -25);
+    values[5] = 1.0f + std::ldexp(1.0f, -11);
+    values[6] = -0.0f;
+    for (std::size_t i = 7; i < 200; ++i)
+      values[i] = std::ldexp(values[i], -30);  // subnormal halves
+    auto owed_fast = values;
+    auto owed_slow = values;
+    std::vector<std::byte> fast(values.size() * 2);
+    std::vector<std::byte> slow(values.size() * 2);
+    crema::detail::send_halves(owed_fast.data(), fast.data(), values.size());
+    crema::detail::send_halves_one_by_one(owed_slow.data(), slow.data(), values.size());
+    CHECK(fast == slow);
+    CHECK(std::memcmp(owed_fast.data(), owed_slow.data(), values.size() * sizeof(float)) == 0);
+    std::vector<float> sum_fast(values.size(), 1.0f);
+    std::vector<float> sum_slow(values.size(), 1.0f);
+    crema::detail::add_halves(fast.data(), sum_fast.data(), values.size());
+    crema::detail::add_halves_one_by_one(fast.data(), sum_slow.data(), values.size());
+    CHECK(std::memcmp(sum_fast.data(), sum_slow.data(), values.size() * sizeof(float)) == 0);
+  }
+
   TEST_CASE("none sends every coordinate as it is and owes nothing") {
     const auto diff = random_diff(1000, 1);
     crema::diff_encoder<float> encoder(diff.size(), {});
