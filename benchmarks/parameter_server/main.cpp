@@ -4,7 +4,7 @@
 // sent back by MPI_Bcast. Clients compute nothing (a fixed gradient), so the figure is the
 // machinery's: messages, compression, the update. Rank 0 prints one line per case, and JSON with
 // --json=FILE.
-//   mpirun -np 4 crema-bench-parameter-server [--sizes=1,16] [--json=FILE]
+//   mpirun -np 4 crema-bench-parameter-server [--sizes=1,16] [--updates=N] [--json=FILE]
 #include <crema/collective/mpi/parameter_server.hpp>
 
 #include "common/machine.hpp"
@@ -57,9 +57,11 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   std::vector<std::size_t> sizes{1, 16};  // millions of parameters
   std::string json_path;
+  std::uint64_t fixed_updates = 0;  // 0: a few seconds' worth per case
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg.starts_with("--json=")) json_path = std::string(arg.substr(7));
+    if (arg.starts_with("--updates=")) fixed_updates = std::stoull(std::string(arg.substr(10)));
     if (arg.starts_with("--sizes=")) {
       sizes.clear();
       std::stringstream list{std::string(arg.substr(8))};
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
     const auto gradient = random_gradient(count, rank);
     std::vector<float> parameters(count, 0.0f);
     // Each case serves a few seconds' worth on a small machine.
-    const std::uint64_t updates = std::max<std::uint64_t>(8, 96 / millions);
+    const std::uint64_t updates =
+        fixed_updates > 0 ? fixed_updates : std::max<std::uint64_t>(8, 96 / millions);
 
     // The synchronous step of MPI's own collectives: every rank's gradient summed at rank 0 (the
     // server's own is zero), averaged over the clients, the rule applied, the parameters sent.
