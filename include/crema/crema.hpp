@@ -4,6 +4,7 @@
 // Headers of the optional components (CUDA, NCCL, LMDB, images, MPI) are included one by one.
 
 #include <crema/collective/backends/host_threads.hpp>
+#include <crema/collective/compression.hpp>
 #include <crema/collective/device_tree_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 #include <crema/collective/topology.hpp>
