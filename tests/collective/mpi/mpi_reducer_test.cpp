@@ -5,6 +5,7 @@
 #include <crema/collective/mpi/mpi_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 
+#include "collective/mpi/mpi_world.hpp"
 #include "collective/reference.hpp"
 
 #include <doctest/doctest.h>
@@ -22,14 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct world {
-  int rank = 0;
-  int ranks = 1;
-  world() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  }
-};
+using world = crema::test::mpi_world;
 
 crema::tree_topology local_tree(std::size_t local) {
   std::vector<int> ids(local);

@@ -17,6 +17,7 @@
 #include <deque>
 #include <limits>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -137,6 +138,8 @@ struct ps_server_stats {
   std::uint64_t iterations_handed_again = 0;  ///< of lost clients, given to others
   std::uint64_t bytes_received = 0;
   std::uint64_t bytes_sent = 0;
+  /// Messages of an earlier session on a reused communicator, dropped.
+  std::uint64_t foreign_messages = 0;
   std::vector<ps_client_record> clients;  ///< by rank, the server's own left out
 };
 
@@ -148,6 +151,8 @@ struct ps_client_stats {
   std::uint64_t bytes_sent = 0;   ///< its messages, headers included
   std::uint64_t bytes_dense = 0;  ///< what its diffs would have been uncompressed
   std::uint64_t bytes_received = 0;
+  /// Messages of an earlier session on a reused communicator, dropped.
+  std::uint64_t foreign_messages = 0;
 };
 
 namespace detail {
@@ -159,13 +164,19 @@ inline constexpr int parameters_tag = 14;
 
 inline constexpr std::uint64_t ps_magic = 0x6372656d612d7073;  // "crema-ps"
 
+// Every message opens with its session: a number the server draws and every rank learns at
+// construction. MPI reuses a freed communicator's context for the next one, and a message of an
+// earlier server or client still on its way over TCP can arrive in the next session's: such a
+// message is told by its session and dropped, never read as this session's.
 struct ps_hello {
+  std::uint64_t session = 0;
   std::uint64_t magic = ps_magic;
   std::uint64_t count = 0;
   std::uint64_t value_bytes = 0;
 };
 
 struct ps_push {
+  std::uint64_t session = 0;
   std::uint64_t base_version = 0;
   std::uint64_t iteration = 0;
 };
@@ -173,6 +184,7 @@ struct ps_push {
 enum class ps_reply_kind : std::uint64_t { work = 1, done, refused };
 
 struct ps_reply {
+  std::uint64_t session = 0;
   ps_reply_kind kind = ps_reply_kind::work;
   std::uint64_t version = 0;
   std::uint64_t iteration = 0;
@@ -180,6 +192,19 @@ struct ps_reply {
   std::uint64_t with_parameters = 0;  // a parameters message follows
   char reason[240] = {};              // why, for `refused`
 };
+
+// The server draws the session; every rank of the new communicator learns it (collective).
+inline std::uint64_t agree_on_session(MPI_Comm comm, int server) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::uint64_t session = 0;
+  if (rank == server) {
+    std::random_device entropy;
+    session = (std::uint64_t{entropy()} << 32) ^ entropy() ^ 1u;  // never 0
+  }
+  check(MPI_Bcast(&session, 1, MPI_UINT64_T, server, comm), "MPI_Bcast");
+  return session;
+}
 
 // Duplicates `comm` (collective) and checks the job's shape and the server's rank.
 template <class T>
@@ -246,7 +271,8 @@ inline void abandon(MPI_Request& request) {
 /// ranks each make a `ps_client<T>` with the same options.
 ///
 /// `serve(iterations)` hands out iterations 0 .. iterations-1 to idle clients, one at a time, with
-/// the newest parameters. An update is made when every working client has sent its diff, or
+/// the newest parameters. An update is made when every working client (or one yet to say hello)
+/// has sent its diff, or
 /// `wait` after the update before, from the diffs that arrived (their average, given to the
 /// policy); then each client that reported gets the new parameters and its next iteration. A diff
 /// more than τ versions old is redone or dropped (`stale_diff`); a client silent for `lost_after`
@@ -275,6 +301,7 @@ class parameter_server {
         policy_(std::move(policy)),
         options_(options),
         comm_(detail::ps_communicator<T>(comm, parameters.size(), options_, name, true)),
+        session_(detail::agree_on_session(comm_, options_.server)),
         sum_(parameters.size()) {
     int ranks = 0;
     MPI_Comm_size(comm_, &ranks);
@@ -345,6 +372,7 @@ class parameter_server {
 
   // Sends a reply and, for work and shutdowns of clients that listen, the parameters.
   void send_reply(client& c, detail::ps_reply reply) {
+    reply.session = session_;
     replies_.push_back(reply);  // a deque: earlier replies stay where their sends read them
     const std::size_t index = static_cast<std::size_t>(&c - clients_.data());
     auto& record = record_of(c);
@@ -419,6 +447,12 @@ class parameter_server {
     client& c = client_of(status.MPI_SOURCE);
     if (detail::wait_all({&request, 1}, options_.timeout)) {
       lose(c);  // it stopped in the middle of its message
+      return true;
+    }
+    std::uint64_t session = 0;
+    if (incoming_.size() >= sizeof session) std::memcpy(&session, incoming_.data(), sizeof session);
+    if (session != session_) {
+      ++stats_.foreign_messages;
       return true;
     }
     auto& record = record_of(c);
@@ -536,7 +570,8 @@ class parameter_server {
                      .version = stats_.version,
                      .with_parameters = c.now == phase::lost ? 0u : 1u});
     }
-    // A lost client may never take its shutdown: only the others' sends are waited for.
+    // A lost client may never take its shutdown: only the others' sends are waited for. The
+    // replies stay until the server goes (a small send is usually out at once, but need not be).
     for (auto& send : sends_) {
       if (clients_[send.client].now == phase::lost) {
         MPI_Request_free(&send.request);
@@ -545,13 +580,13 @@ class parameter_server {
       }
     }
     sends_.clear();
-    replies_.clear();
   }
 
   std::span<T> parameters_;
   Policy policy_;
   ps_options options_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::uint64_t session_ = 0;
   std::vector<T> sum_;  // of the diffs of this update
   std::size_t contributors_ = 0;
   std::vector<client> clients_;
@@ -591,9 +626,10 @@ class ps_client {
       : parameters_(parameters),
         options_(options),
         encoder_(parameters.size(), options.diffs),
-        comm_(detail::ps_communicator<T>(comm, parameters.size(), options_, name, false)) {
+        comm_(detail::ps_communicator<T>(comm, parameters.size(), options_, name, false)),
+        session_(detail::agree_on_session(comm_, options_.server)) {
     MPI_Comm_rank(comm_, &rank_);
-    hello_ = {.count = parameters_.size(), .value_bytes = sizeof(T)};
+    hello_ = {.session = session_, .count = parameters_.size(), .value_bytes = sizeof(T)};
     detail::check(MPI_Isend(&hello_, sizeof hello_, MPI_BYTE, options_.server, detail::hello_tag,
                             comm_, &send_),
                   "MPI_Isend");
@@ -609,7 +645,8 @@ class ps_client {
   /// @brief Waits for the server's parameters and this client's next iteration.
   /// @return the iteration to compute, or nothing once the server shut down (the final
   ///         parameters in place)
-  /// @throws crema::mpi_error if the server is silent for `timeout`, or refused this job
+  /// @throws crema::mpi_error if the server is silent for `timeout`, or refused this job;
+  ///         crema::state_error if the iteration it gave before was not pushed
   std::optional<std::uint64_t> pull();
 
   /// @brief Sends the diff of the iteration `pull` gave, compressed; returns once the message is
@@ -636,6 +673,29 @@ class ps_client {
  private:
   static constexpr const char* name = "ps_client";
 
+  // The parameters that follow a foreign reply (of whatever size) are received and dropped: they
+  // come before this session's, from the same rank.
+  void drop_foreign_parameters() {
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status{};
+    const bool found = detail::poll_until(
+        [&] {
+          int there = 0;
+          detail::check(MPI_Improbe(options_.server, detail::parameters_tag, comm_, &there,
+                                    &message, &status),
+                        "MPI_Improbe");
+          return there != 0;
+        },
+        options_.timeout);
+    if (!found) return;
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    foreign_.resize(static_cast<std::size_t>(bytes));
+    MPI_Request request = MPI_REQUEST_NULL;
+    detail::check(MPI_Imrecv(foreign_.data(), bytes, MPI_BYTE, &message, &request), "MPI_Imrecv");
+    await(request, "dropping an earlier session's parameters");
+  }
+
   void await(MPI_Request& request, const char* what) {
     if (detail::wait_all({&request, 1}, options_.timeout)) {
       crema::detail::fail_with_code<mpi_error>(
@@ -648,6 +708,8 @@ class ps_client {
   ps_options options_;
   diff_encoder<T> encoder_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::uint64_t session_ = 0;
+  std::vector<std::byte> foreign_;  // where a foreign message's parameters are dropped
   int rank_ = 0;
   detail::ps_hello hello_;
   detail::ps_reply reply_;
@@ -676,7 +738,8 @@ const ps_server_stats& parameter_server<T, Policy>::serve(std::uint64_t iteratio
     const bool heard = receive_one();
     const auto now = clock::now();
     if (contributors_ > 0) {
-      const bool everyone = !any(phase::working);
+      // Everyone: no client is working or yet to say hello (the first update waits for all).
+      const bool everyone = !any(phase::working) && !any(phase::greeting);
       if (everyone || now - round_began_ >= options_.wait) update(!everyone, on_update);
     }
     for (auto& c : clients_) {
@@ -706,12 +769,22 @@ const ps_server_stats& parameter_server<T, Policy>::serve(std::uint64_t iteratio
 template <class T>
 std::optional<std::uint64_t> ps_client<T>::pull() {
   if (done_) return std::nullopt;
+  if (iteration_) {  // the server waits for this diff before it sends anything more
+    crema::detail::fail<state_error>(
+        "ps_client: rank {} pulls again before it pushed the diff of iteration {}", rank_,
+        *iteration_);
+  }
   MPI_Request request = MPI_REQUEST_NULL;
-  detail::check(MPI_Irecv(&reply_, sizeof reply_, MPI_BYTE, options_.server, detail::reply_tag,
-                          comm_, &request),
-                "MPI_Irecv");
-  await(request, "waiting for parameters");
-  stats_.bytes_received += sizeof reply_;
+  for (;;) {
+    detail::check(MPI_Irecv(&reply_, sizeof reply_, MPI_BYTE, options_.server, detail::reply_tag,
+                            comm_, &request),
+                  "MPI_Irecv");
+    await(request, "waiting for parameters");
+    stats_.bytes_received += sizeof reply_;
+    if (reply_.session == session_) break;
+    ++stats_.foreign_messages;
+    if (reply_.with_parameters) drop_foreign_parameters();
+  }
   if (reply_.kind == detail::ps_reply_kind::refused) {
     done_ = true;
     reply_.reason[sizeof reply_.reason - 1] = '\0';
@@ -748,7 +821,7 @@ void ps_client<T>::push(std::span<const T> diff) {
   }
   await(send_, "sending its previous message");
   message_.clear();
-  crema::detail::append_bytes(message_, detail::ps_push{version_, *iteration_});
+  crema::detail::append_bytes(message_, detail::ps_push{session_, version_, *iteration_});
   stats_.coordinates_sent += encoder_.encode(diff, message_);
   if (message_.size() > static_cast<std::size_t>(INT_MAX)) {
     crema::detail::fail<length_error>("ps_client: a message of {} bytes is past MPI's int count",
