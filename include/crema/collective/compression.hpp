@@ -16,6 +16,7 @@
 #include <vector>
 
 #if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define CREMA_F16C_PATH 1
 #endif
@@ -217,7 +218,12 @@ void add_halves_one_by_one(const std::byte* halves, T* into, std::size_t count) 
 
 #if defined(CREMA_F16C_PATH)
 [[nodiscard]] inline bool has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // clang knows "avx" but not "f16c" as a feature name: F16C is read from CPUID leaf 1.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 
