@@ -439,16 +439,12 @@ class parameter_server {
     detail::check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &found, &message, &status),
                   "MPI_Improbe");
     if (!found) return false;
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_BYTE, &bytes);
-    incoming_.resize(static_cast<std::size_t>(bytes));
-    MPI_Request request = MPI_REQUEST_NULL;
-    detail::check(MPI_Imrecv(incoming_.data(), bytes, MPI_BYTE, &message, &request), "MPI_Imrecv");
     client& c = client_of(status.MPI_SOURCE);
-    if (detail::wait_all({&request, 1}, options_.timeout)) {
+    if (!detail::receive_matched(message, status, incoming_, options_.timeout)) {
       lose(c);  // it stopped in the middle of its message
       return true;
     }
+    const auto bytes = static_cast<std::uint64_t>(incoming_.size());
     std::uint64_t session = 0;
     if (incoming_.size() >= sizeof session) std::memcpy(&session, incoming_.data(), sizeof session);
     if (session != session_) {
@@ -456,8 +452,8 @@ class parameter_server {
       return true;
     }
     auto& record = record_of(c);
-    record.bytes_received += static_cast<std::uint64_t>(bytes);
-    stats_.bytes_received += static_cast<std::uint64_t>(bytes);
+    record.bytes_received += bytes;
+    stats_.bytes_received += bytes;
     if (status.MPI_TAG == detail::hello_tag) {
       greet(c);
     } else if (status.MPI_TAG == detail::diff_tag) {
@@ -687,21 +683,19 @@ class ps_client {
           return there != 0;
         },
         options_.timeout);
-    if (!found) return;
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_BYTE, &bytes);
-    foreign_.resize(static_cast<std::size_t>(bytes));
-    MPI_Request request = MPI_REQUEST_NULL;
-    detail::check(MPI_Imrecv(foreign_.data(), bytes, MPI_BYTE, &message, &request), "MPI_Imrecv");
-    await(request, "dropping an earlier session's parameters");
+    if (found && !detail::receive_matched(message, status, foreign_, options_.timeout)) {
+      server_silent("dropping an earlier session's parameters");
+    }
   }
 
   void await(MPI_Request& request, const char* what) {
-    if (detail::wait_all({&request, 1}, options_.timeout)) {
-      crema::detail::fail_with_code<mpi_error>(
-          0, "ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})", rank_,
-          options_.server, options_.timeout.count(), what);
-    }
+    if (detail::wait_all({&request, 1}, options_.timeout)) server_silent(what);
+  }
+
+  [[noreturn]] void server_silent(const char* what) const {
+    crema::detail::fail_with_code<mpi_error>(
+        0, "ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})", rank_,
+        options_.server, options_.timeout.count(), what);
   }
 
   std::span<T> parameters_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 // What crema's MPI components share: errors from MPI's codes, element types, and bounded waits.
 namespace crema::mpi::detail {
@@ -103,6 +104,18 @@ inline std::optional<std::size_t> wait_all(std::span<MPI_Request> requests,
     MPI_Request_free(&requests[i]);
   }
   return first;
+}
+
+// Receives a message that MPI_Improbe matched, of whatever size, into `into` (resized to it);
+// returns whether it arrived within `timeout`.
+inline bool receive_matched(MPI_Message& message, const MPI_Status& status,
+                            std::vector<std::byte>& into, std::chrono::milliseconds timeout) {
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  into.resize(static_cast<std::size_t>(bytes));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Imrecv(into.data(), bytes, MPI_BYTE, &message, &request), "MPI_Imrecv");
+  return !wait_all({&request, 1}, timeout);
 }
 
 }  // namespace crema::mpi::detail
