@@ -410,10 +410,16 @@ class parameter_server {
   }
 
   // Sends still reading the parameters must end before they change: a client that does not take
-  // its parameters within the timeout is lost.
+  // its parameters within the timeout is lost, and what is still on its way to a lost client is
+  // cancelled without a second wait.
   void finish_sends() {
     for (auto& send : sends_) {
-      if (detail::wait_all({&send.request, 1}, options_.timeout)) lose(clients_[send.client]);
+      client& c = clients_[send.client];
+      if (c.now == phase::lost) {
+        detail::abandon(send.request);
+      } else if (detail::wait_all({&send.request, 1}, options_.timeout)) {
+        lose(c);
+      }
     }
     sends_.clear();
     replies_.clear();
