@@ -24,6 +24,7 @@
 #include <numeric>
 #include <random>
 #include <span>
+#include <string_view>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -44,64 +45,40 @@ int main(int argc, char** argv) {
                crema::version.major, crema::version.minor, crema::version.patch, s.participants);
     const auto folder = options.data.value_or(std::filesystem::temp_directory_path() /
                                               fmt::format("crema-demo-{}", std::random_device{}()));
-    const auto made = std::chrono::steady_clock::now();
+    const auto started = std::chrono::steady_clock::now();
     demo::make_datasets(folder, s);
     fmt::print("datasets: {} training and {} test images of 3 x 32 x 32 in {} ({:.1f} s)\n",
                s.train_records, s.test_records, folder.string(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - made).count());
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
-    const demo::mlp model = demo::model_for(s);
-    demo::participants solvers;
-    for (std::size_t p = 0; p < s.participants; ++p) {
-      solvers.push_back(
-          std::make_unique<demo::participant>(static_cast<int>(p), model.parameters()));
-    }
+    // The solvers, paired into a tree as Caffe paired GPUs; participant 0 is its root.
     std::vector<int> ids(s.participants);
     std::iota(ids.begin(), ids.end(), 0);
     const auto tree = crema::tree_topology::build(ids, [](int, int) { return true; });
-    model.initialize(solvers[tree.root()]->host_parameters(), 1);
-    std::vector<std::span<float>> parameters;
-    std::vector<std::span<float>> gradients;
-    for (auto& solver : solvers) {
-      parameters.push_back(solver->device_parameters());
-      gradients.push_back(solver->device_gradients());
-    }
-    const auto layers = model.layer_sizes();
-    crema::host_p2p_sync<float> sync(tree, parameters, gradients,
-                                     {.bucket_sizes = {layers.begin(), layers.end()}});
-    fmt::print("model: {} -> {} ReLU -> {} softmax, {} parameters in {} buckets; "
-               "{} steps of {} x {} images, SGD with momentum\n",
-               model.inputs(), s.hidden, demo::classes, model.parameters(), sync.buckets(),
-               s.steps, s.participants, s.batch);
+    const demo::mlp model = demo::model_for(s);
+    auto solvers = demo::make_participants(model, s.participants, 0, tree.root());
+    crema::host_p2p_sync<float> sync(
+        tree, demo::device_spans(solvers, &demo::participant::device_parameters),
+        demo::device_spans(solvers, &demo::participant::device_gradients),
+        demo::sync_options(model));
+    demo::print_model(model, s);
 
     crema::double_buffered_pipeline pipe{
         crema::lmdb_source(folder / "train", {.permute = true, .seed = s.seed}),
         demo::batcher_for(solvers), demo::pipeline_options_for(s, s.participants)};
-    demo::progress_bar bar(s.steps, s.participants * s.batch);
+    demo::progress_bar bar(s.steps, s.participants * s.batch, options.progress);
     demo::train(sync, pipe, solvers, 0, model, s, &bar);
     pipe.stop();
     const double seconds = bar.seconds();
 
     const auto& root = *solvers[tree.root()];
-    const double accuracy =
-        demo::test_accuracy(folder / "test", root.trained_parameters(), model);
+    const double accuracy = demo::test_accuracy(folder / "test", root.trained_parameters(), model);
     const auto transfers = root.device().stats();
     fmt::print("trained in {:.1f} s; the root's device: {} uploads, {} download\n", seconds,
                transfers.uploads, transfers.downloads);
     fmt::print("pipeline: {}\n", pipe.stats());
-    fmt::print("test accuracy: {:.3f}\n", accuracy);
-    std::fflush(stdout);
     if (!options.data) std::filesystem::remove_all(folder);
-    if (accuracy < options.expect) {
-      fmt::print(stderr, "crema-demo: test accuracy {:.3f} is below the {:.3f} expected\n",
-                 accuracy, options.expect);
-      return 1;
-    }
-    if (options.compare_to && std::abs(accuracy - *options.compare_to) > 0.01) {
-      fmt::print(stderr, "crema-demo: test accuracy {:.3f} is more than 0.01 from {:.3f}\n",
-                 accuracy, *options.compare_to);
-      return 1;
-    }
+    return demo::report(options, accuracy, "crema-demo");
   } catch (const std::exception& e) {
     fmt::print(stderr, "crema-demo: {}\n", e.what());
     return 1;

@@ -23,7 +23,9 @@ class mlp {
       : inputs_(inputs), hidden_(hidden), classes_(classes) {}
 
   [[nodiscard]] std::size_t inputs() const noexcept { return inputs_; }
-  [[nodiscard]] std::size_t parameters() const noexcept { return layer_sizes()[0] + layer_sizes()[1]; }
+  [[nodiscard]] std::size_t parameters() const noexcept {
+    return layer_sizes()[0] + layer_sizes()[1];
+  }
   // Elements per layer in the flat buffer: the output layer's first, as the backward pass
   // finishes them; the gradient buckets.
   [[nodiscard]] std::array<std::size_t, 2> layer_sizes() const noexcept {
@@ -33,8 +35,10 @@ class mlp {
   // He initialization for the weights, zero biases.
   void initialize(std::span<float> w, unsigned seed) const {
     std::mt19937 rng(seed);
-    std::normal_distribution<float> hidden_init(0.0f, std::sqrt(2.0f / static_cast<float>(inputs_)));
-    std::normal_distribution<float> output_init(0.0f, std::sqrt(2.0f / static_cast<float>(hidden_)));
+    std::normal_distribution<float> hidden_init(0.0f,
+                                                std::sqrt(2.0f / static_cast<float>(inputs_)));
+    std::normal_distribution<float> output_init(0.0f,
+                                                std::sqrt(2.0f / static_cast<float>(hidden_)));
     std::ranges::fill(w, 0.0f);
     for (float& v : w2(w)) v = output_init(rng);
     for (float& v : w1(w)) v = hidden_init(rng);
@@ -157,13 +161,21 @@ class mlp {
     return all.subspan(offset, count);
   }
   template <class Span>
-  Span w2(Span all) const { return part(all, 0, hidden_ * classes_); }
+  Span w2(Span all) const {
+    return part(all, 0, hidden_ * classes_);
+  }
   template <class Span>
-  Span b2(Span all) const { return part(all, hidden_ * classes_, classes_); }
+  Span b2(Span all) const {
+    return part(all, hidden_ * classes_, classes_);
+  }
   template <class Span>
-  Span w1(Span all) const { return part(all, layer_sizes()[0], inputs_ * hidden_); }
+  Span w1(Span all) const {
+    return part(all, layer_sizes()[0], inputs_ * hidden_);
+  }
   template <class Span>
-  Span b1(Span all) const { return part(all, layer_sizes()[0] + inputs_ * hidden_, hidden_); }
+  Span b1(Span all) const {
+    return part(all, layer_sizes()[0] + inputs_ * hidden_, hidden_);
+  }
 
   std::size_t inputs_;
   std::size_t hidden_;

@@ -3,12 +3,19 @@
 // The demo's command line: --name=value options over the training settings, shared by
 // crema-demo and crema-mpi-train.
 
+#include "progress.hpp"
 #include "train.hpp"
 
+#include <fmt/core.h>
+
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <span>
@@ -24,6 +31,7 @@ struct command_line {
   std::optional<std::filesystem::path> data;  // keep the databases here (made if missing)
   double expect = 0.90;                       // exit 1 below this test accuracy
   std::optional<double> compare_to;           // exit 1 more than a point away from it
+  progress_style progress = progress_style::automatic;
 };
 
 inline constexpr std::string_view usage =
@@ -36,42 +44,56 @@ inline constexpr std::string_view usage =
     "  --train=N --test=N  images in the two databases (default 12000 and 2000)\n"
     "  --data=DIR        make (or reuse) the databases in DIR and keep them\n"
     "  --expect=X        exit 1 if the test accuracy is below X (default 0.90)\n"
-    "  --compare-to=X    exit 1 if the test accuracy is more than 0.01 away from X\n";
+    "  --compare-to=X    exit 1 if the test accuracy is more than 0.01 away from X\n"
+    "  --progress=bar|lines  redraw the progress in place, or print a line per tenth (default:\n"
+    "                    redrawn on a terminal; crema-mpi-train: lines, unless asked)\n";
 
 // Parses argv; throws std::invalid_argument naming the option at fault.
 inline command_line parse(std::span<char* const> args) {
   command_line line;
-  const auto number = [](std::string_view option, std::string_view text, auto& out) {
+  settings& s = line.train;
+  std::string_view option;  // the one being read, for the errors
+  const auto number = [&option](std::string_view text, auto& out) {
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
     if (error != std::errc{} || end != text.data() + text.size()) {
-      throw std::invalid_argument("--" + std::string(option) + "=" + std::string(text) +
-                                  ": not a number of the right kind");
+      throw std::invalid_argument(
+          fmt::format("--{}={}: not a number of the right kind", option, text));
     }
+  };
+  const auto style = [&option](std::string_view text, progress_style& out) {
+    if (text != "bar" && text != "lines") {
+      throw std::invalid_argument(fmt::format("--{}={}: bar or lines", option, text));
+    }
+    out = text == "bar" ? progress_style::bar : progress_style::lines;
+  };
+  using setter = std::function<void(std::string_view)>;
+  const std::pair<std::string_view, setter> known[] = {
+      {"participants", [&](std::string_view v) { number(v, s.participants); }},
+      {"batch", [&](std::string_view v) { number(v, s.batch); }},
+      {"steps", [&](std::string_view v) { number(v, s.steps); }},
+      {"hidden", [&](std::string_view v) { number(v, s.hidden); }},
+      {"rate", [&](std::string_view v) { number(v, s.learning_rate); }},
+      {"train", [&](std::string_view v) { number(v, s.train_records); }},
+      {"test", [&](std::string_view v) { number(v, s.test_records); }},
+      {"expect", [&](std::string_view v) { number(v, line.expect); }},
+      {"compare-to", [&](std::string_view v) { number(v, line.compare_to.emplace()); }},
+      {"data", [&](std::string_view v) { line.data = std::filesystem::path(v); }},
+      {"progress", [&](std::string_view v) { style(v, line.progress); }},
   };
   for (const std::string_view arg : args.subspan(1)) {
     const auto equals = arg.find('=');
-    if (!arg.starts_with("--") || equals == std::string_view::npos) {
-      throw std::invalid_argument(std::string(arg) + ": options are --name=value\n" +
-                                  std::string(usage));
+    option = arg.starts_with("--") ? arg.substr(2, equals - 2) : arg;
+    const auto found =
+        std::ranges::find(known, option, &std::pair<std::string_view, setter>::first);
+    if (equals == std::string_view::npos || found == std::end(known)) {
+      throw std::invalid_argument(fmt::format("{}: not an option\n{}", arg, usage));
     }
-    const std::string_view name = arg.substr(2, equals - 2);
-    const std::string_view value = arg.substr(equals + 1);
-    settings& s = line.train;
-    if (name == "participants") number(name, value, s.participants);
-    else if (name == "batch") number(name, value, s.batch);
-    else if (name == "steps") number(name, value, s.steps);
-    else if (name == "hidden") number(name, value, s.hidden);
-    else if (name == "rate") number(name, value, s.learning_rate);
-    else if (name == "train") number(name, value, s.train_records);
-    else if (name == "test") number(name, value, s.test_records);
-    else if (name == "expect") number(name, value, line.expect);
-    else if (name == "compare-to") line.compare_to.emplace(), number(name, value, *line.compare_to);
-    else if (name == "data") line.data = std::filesystem::path(value);
-    else throw std::invalid_argument("unknown option --" + std::string(name) + "\n" + std::string(usage));
+    found->second(arg.substr(equals + 1));
   }
-  if (line.train.participants == 0 || line.train.batch == 0 || line.train.steps == 0 ||
-      line.train.hidden == 0 || line.train.train_records <= 0 || line.train.test_records <= 0) {
-    throw std::invalid_argument("--participants, --batch, --steps, --hidden, --train and --test must be positive");
+  if (s.participants == 0 || s.batch == 0 || s.steps == 0 || s.hidden == 0 ||
+      s.train_records <= 0 || s.test_records <= 0) {
+    throw std::invalid_argument(
+        "--participants, --batch, --steps, --hidden, --train and --test must be positive");
   }
   return line;
 }
@@ -79,7 +101,8 @@ inline command_line parse(std::span<char* const> args) {
 // The databases: made in `folder` unless the ones there were made with the same counts (a file
 // beside them says which).
 inline void make_datasets(const std::filesystem::path& folder, const settings& s) {
-  const std::string made = fmt::format("shapes: {} train, {} test\n", s.train_records, s.test_records);
+  const std::string made =
+      fmt::format("shapes: {} train, {} test\n", s.train_records, s.test_records);
   const auto stamp = folder / "made-by-crema-demo";
   if (std::ifstream in(stamp); in) {
     const std::string there((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -90,6 +113,24 @@ inline void make_datasets(const std::filesystem::path& folder, const settings& s
   write_shapes(folder / "train", s.train_records, 1);
   write_shapes(folder / "test", s.test_records, 2);
   std::ofstream(stamp) << made;
+}
+
+// Prints the test accuracy, and returns the exit status: 1 if it is below --expect or more than
+// a point from --compare-to (saying so on stderr), else 0.
+inline int report(const command_line& line, double accuracy, std::string_view program) {
+  fmt::print("test accuracy: {:.3f}\n", accuracy);
+  std::fflush(stdout);
+  if (accuracy < line.expect) {
+    fmt::print(stderr, "{}: test accuracy {:.3f} is below the {:.3f} expected\n", program, accuracy,
+               line.expect);
+    return 1;
+  }
+  if (line.compare_to && std::abs(accuracy - *line.compare_to) > 0.01) {
+    fmt::print(stderr, "{}: test accuracy {:.3f} is more than 0.01 from {:.3f}\n", program,
+               accuracy, *line.compare_to);
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace demo

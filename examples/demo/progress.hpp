@@ -6,20 +6,25 @@
 
 #include <fmt/core.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <string>
-#include <unistd.h>
 
 namespace demo {
 
+// How the progress is shown: redrawn in place, plain lines, or redrawn when stdout is a terminal.
+enum class progress_style { automatic, bar, lines };
+
 class progress_bar {
  public:
-  progress_bar(std::size_t steps, std::size_t samples_per_step)
+  progress_bar(std::size_t steps, std::size_t samples_per_step,
+               progress_style style = progress_style::automatic)
       : steps_(steps),
         samples_per_step_(samples_per_step),
-        terminal_(::isatty(::fileno(stdout)) != 0),
+        terminal_(style == progress_style::automatic ? ::isatty(::fileno(stdout)) != 0
+                                                     : style == progress_style::bar),
         start_(clock::now()) {}
 
   // After step `step` (counted from 1): `loss` is the step's mean loss, `waiting` the fraction
@@ -39,8 +44,8 @@ class progress_bar {
     const std::string bar = std::string(filled, '#') + std::string(width - filled, '-');
     const std::string line = fmt::format(
         "[{}] {:3}%  step {}/{}  {:.0f} samples/s  loss {:.3f}  waiting for data {:.1f}%", bar,
-        step * 100 / steps_, step, steps_,
-        static_cast<double>(step * samples_per_step_) / seconds, smoothed_, 100.0 * waiting);
+        step * 100 / steps_, step, steps_, static_cast<double>(step * samples_per_step_) / seconds,
+        smoothed_, 100.0 * waiting);
     if (terminal_) {
       fmt::print("\r{}\033[K{}", line, last ? "\n" : "");
     } else {

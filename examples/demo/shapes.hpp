@@ -27,27 +27,35 @@ inline constexpr int channels = 3;
 inline constexpr int side = 32;
 
 inline constexpr std::array<std::string_view, classes> class_names = {
-    "disc",    "ring",         "square", "frame",    "triangle",
-    "plus",    "cross",        "h-bar",  "v-bar",    "diamond"};
+    "disc", "ring", "square", "frame", "triangle", "plus", "cross", "h-bar", "v-bar", "diamond"};
 
 // Whether the pixel at (dx, dy) from a shape's centre is inside shape `label` of half-size r.
 inline bool inside(int label, float dx, float dy, float r) {
   const float ax = std::abs(dx), ay = std::abs(dy);
   const float stroke = std::max(2.0f, r / 3.0f);  // outlines and arms
   switch (label) {
-    case 0: return dx * dx + dy * dy <= r * r;
+    case 0:
+      return dx * dx + dy * dy <= r * r;
     case 1: {
       const float d2 = dx * dx + dy * dy;
       return d2 <= r * r && d2 >= (r - stroke) * (r - stroke);
     }
-    case 2: return ax <= r && ay <= r;
-    case 3: return ax <= r && ay <= r && (ax > r - stroke || ay > r - stroke);
-    case 4: return dy >= -r && dy <= r && ax <= (dy + r) / 2.0f;
-    case 5: return (ax <= stroke / 2 && ay <= r) || (ay <= stroke / 2 && ax <= r);
-    case 6: return ax <= r && ay <= r && std::abs(ax - ay) <= stroke / 2;
-    case 7: return ax <= r && ay <= r / 3.0f;
-    case 8: return ay <= r && ax <= r / 3.0f;
-    default: return ax + ay <= r;
+    case 2:
+      return ax <= r && ay <= r;
+    case 3:
+      return ax <= r && ay <= r && (ax > r - stroke || ay > r - stroke);
+    case 4:
+      return dy >= -r && dy <= r && ax <= (dy + r) / 2.0f;
+    case 5:
+      return (ax <= stroke / 2 && ay <= r) || (ay <= stroke / 2 && ax <= r);
+    case 6:
+      return ax <= r && ay <= r && std::abs(ax - ay) <= stroke / 2;
+    case 7:
+      return ax <= r && ay <= r / 3.0f;
+    case 8:
+      return ay <= r && ax <= r / 3.0f;
+    default:
+      return ax + ay <= r;
   }
 }
 
@@ -79,7 +87,8 @@ inline void write_shapes(const std::filesystem::path& path, int records, std::ui
     }
     value.clear();
     crema::encode_datum(
-        {.channels = channels, .height = side, .width = side, .label = label, .data = image}, value);
+        {.channels = channels, .height = side, .width = side, .label = label, .data = image},
+        value);
     writer.put(fmt::format("{:08}", r), value);
   }
   writer.finish();

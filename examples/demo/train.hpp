@@ -110,6 +110,41 @@ class participant {
 
 using participants = std::vector<std::unique_ptr<participant>>;
 
+// `count` solvers on devices first, first + 1, ...; the root's (if among them) parameters set
+// to the model's first weights, and every buffer moved to its device.
+inline participants make_participants(const mlp& model, std::size_t count, std::size_t first,
+                                      std::size_t root) {
+  participants made;
+  for (std::size_t p = first; p < first + count; ++p) {
+    made.push_back(std::make_unique<participant>(static_cast<int>(p), model.parameters()));
+    if (p == root) model.initialize(made.back()->host_parameters(), 1);
+    (void)made.back()->device_parameters();
+  }
+  return made;
+}
+
+// Each solver's parameters (or gradients) on its device, for the collectives.
+inline std::vector<std::span<float>> device_spans(participants& solvers,
+                                                  std::span<float> (participant::*which)()) {
+  std::vector<std::span<float>> spans;
+  for (auto& solver : solvers) spans.push_back(((*solver).*which)());
+  return spans;
+}
+
+// p2p_sync's options: one gradient bucket per layer.
+inline crema::p2p_sync_options sync_options(const mlp& model) {
+  const auto layers = model.layer_sizes();
+  return {.bucket_sizes = {layers.begin(), layers.end()}};
+}
+
+// The line that says what is trained.
+inline void print_model(const mlp& model, const settings& s) {
+  fmt::print(
+      "model: {} -> {} ReLU -> {} softmax, {} parameters, one gradient bucket per layer; "
+      "{} steps of {} x {} images, SGD with momentum\n",
+      model.inputs(), s.hidden, classes, model.parameters(), s.steps, s.participants, s.batch);
+}
+
 // The pipeline's batch transform: Caffe's data layer into this process's participants' devices.
 inline auto batcher_for(participants& local) {
   auto make = [&local](const crema::batch_context& where, crema::record_shape shape) {
@@ -128,8 +163,8 @@ inline crema::pipeline_options pipeline_options_for(const settings& s, std::size
 }
 
 // Caffe's SGD step with momentum and weight decay: v = m v - lr (g + d w); w += v.
-inline void sgd_update(std::span<float> w, std::span<const float> g, std::span<float> v,
-                       float rate, const settings& s) {
+inline void sgd_update(std::span<float> w, std::span<const float> g, std::span<float> v, float rate,
+                       const settings& s) {
   for (std::size_t i = 0; i < w.size(); ++i) {
     v[i] = s.momentum * v[i] - rate * (g[i] + s.weight_decay * w[i]);
     w[i] += v[i];
@@ -163,10 +198,10 @@ void train(Sync& sync, Pipeline& pipe, participants& local, std::size_t first, c
         const auto batch = consumer.pull();
         const auto data = batch->data.device();  // uploaded by a producer; waits if still going
         const auto labels = batch->labels.device();
-        losses[i].store(model.gradients(w, data.data(), labels.data(), batch->size(), g, scratch,
-                                        bucket_done),
-                        std::memory_order_relaxed);
-      }  // the slot goes back to the producers
+        losses[i].store(
+            model.gradients(w, data.data(), labels.data(), batch->size(), g, scratch, bucket_done),
+            std::memory_order_relaxed);
+      }                             // the slot goes back to the producers
       sync.on_gradients_ready(me);  // the root returns with the average of every g in its own
       if (!root) continue;
       const float done = static_cast<float>(step - 1) / static_cast<float>(s.steps);
@@ -204,9 +239,10 @@ void train(Sync& sync, Pipeline& pipe, participants& local, std::size_t first, c
 inline double test_accuracy(const std::filesystem::path& test, std::span<const float> w,
                             const mlp& model) {
   crema::caffe_batcher batcher(stored_shape, transform_for(false), crema::make_host_batch<float>{});
-  crema::double_buffered_pipeline pipe{crema::lmdb_source(test), batcher,
-                                       {.batch_size = 100, .producers = 2, .threads = 1,
-                                        .mode = crema::pipeline_mode::single_pass}};
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(test),
+      batcher,
+      {.batch_size = 100, .producers = 2, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
   mlp::scratch scratch;
   std::size_t right = 0;
   std::size_t seen = 0;
