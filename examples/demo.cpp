@@ -16,13 +16,13 @@
 #include <crema/crema.hpp>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <numeric>
-#include <random>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -43,12 +43,12 @@ int main(int argc, char** argv) {
   try {
     fmt::print("crema {}.{}.{} demo: a classifier of 10 shapes, {} solvers on emulated devices\n",
                crema::version.major, crema::version.minor, crema::version.patch, s.participants);
-    const auto folder = options.data.value_or(std::filesystem::temp_directory_path() /
-                                              fmt::format("crema-demo-{}", std::random_device{}()));
+    const demo::data_folder data(options, "crema-demo");
+    const auto& folder = data.path();
     const auto started = std::chrono::steady_clock::now();
     demo::make_datasets(folder, s);
-    fmt::print("datasets: {} training and {} test images of 3 x 32 x 32 in {} ({:.1f} s)\n",
-               s.train_records, s.test_records, folder.string(),
+    fmt::print("datasets: {} training and {} test images of 3 x 32 x 32 ({}) in {} ({:.1f} s)\n",
+               s.train_records, s.test_records, fmt::join(demo::class_names, ", "), folder.string(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 
     // The solvers, paired into a tree as Caffe paired GPUs; participant 0 is its root.
@@ -77,7 +77,6 @@ int main(int argc, char** argv) {
     fmt::print("trained in {:.1f} s; the root's device: {} uploads, {} download\n", seconds,
                transfers.uploads, transfers.downloads);
     fmt::print("pipeline: {}\n", pipe.stats());
-    if (!options.data) std::filesystem::remove_all(folder);
     return demo::report(options, accuracy, "crema-demo");
   } catch (const std::exception& e) {
     fmt::print(stderr, "crema-demo: {}\n", e.what());

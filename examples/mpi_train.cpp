@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,16 +45,10 @@ int run(const demo::command_line& options, int rank, int ranks) {
                s.participants, ranks, local);
   }
   // The databases: this rank's own copy, or rank 0's in --data.
-  std::filesystem::path folder;
-  if (options.data) {
-    folder = *options.data;
-    if (rank == 0) demo::make_datasets(folder, s);
-    MPI_Barrier(MPI_COMM_WORLD);
-  } else {
-    folder = std::filesystem::temp_directory_path() /
-             fmt::format("crema-mpi-train-{}-rank{}", std::random_device{}(), rank);
-    demo::make_datasets(folder, s);
-  }
+  const demo::data_folder data(options, fmt::format("crema-mpi-train-rank{}", rank));
+  const auto& folder = data.path();
+  if (!options.data || rank == 0) demo::make_datasets(folder, s);
+  if (options.data) MPI_Barrier(MPI_COMM_WORLD);
 
   // Global participant g is local solver g % local of rank g / local; 0 is the root.
   std::vector<int> ids(local);
@@ -98,7 +91,6 @@ int run(const demo::command_line& options, int rank, int ranks) {
     fmt::print("trained in {:.1f} s; rank 0's pipeline: {}\n", seconds, pipe.stats());
     status = demo::report(options, accuracy, "crema-mpi-train");
   }
-  if (!options.data) std::filesystem::remove_all(folder);
   MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return status;
 }

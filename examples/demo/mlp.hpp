@@ -132,7 +132,7 @@ class mlp {
     return loss * per_record;
   }
 
-  // The most probable class of each of `n` records, added to `right` where it is the label.
+  // How many of `n` records the model classifies right (its most probable class is the label).
   std::size_t count_right(std::span<const float> w, const float* x, const float* labels,
                           std::size_t n, scratch& s) const {
     forward(w, x, n, s);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <iterator>
 #include <optional>
+#include <random>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -114,6 +115,27 @@ inline void make_datasets(const std::filesystem::path& folder, const settings& s
   write_shapes(folder / "test", s.test_records, 2);
   std::ofstream(stamp) << made;
 }
+
+// The folder of the databases: --data's (kept), or a fresh temporary one, removed on the way out
+// whatever happens.
+class data_folder {
+ public:
+  data_folder(const command_line& line, std::string_view name)
+      : path_(line.data.value_or(std::filesystem::temp_directory_path() /
+                                 fmt::format("{}-{}", name, std::random_device{}()))),
+        keep_(line.data.has_value()) {}
+  data_folder(const data_folder&) = delete;
+  data_folder& operator=(const data_folder&) = delete;
+  ~data_folder() {
+    std::error_code ignored;
+    if (!keep_) std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  bool keep_;
+};
 
 // Prints the test accuracy, and returns the exit status: 1 if it is below --expect or more than
 // a point from --compare-to (saying so on stderr), else 0.
