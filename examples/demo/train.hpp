@@ -111,7 +111,7 @@ class participant {
 using participants = std::vector<std::unique_ptr<participant>>;
 
 // `count` solvers on devices first, first + 1, ...; the root's (if among them) parameters set
-// to the model's first weights, and every buffer moved to its device.
+// to the model's first weights, and each one's parameters moved to its device.
 inline participants make_participants(const mlp& model, std::size_t count, std::size_t first,
                                       std::size_t root) {
   participants made;
