@@ -27,9 +27,11 @@ class progress_bar {
                                                      : style == progress_style::bar),
         start_(clock::now()) {}
 
-  // After step `step` (counted from 1): `loss` is the step's mean loss, `waiting` the fraction
-  // of the participants' time so far spent waiting for a batch.
-  void update(std::size_t step, float loss, double waiting) {
+  // After step `step` (counted from 1): `loss` is the step's mean loss; `waiting(seconds)`, asked
+  // only when a line is drawn, the fraction of the participants' time since the start, `seconds`
+  // ago, spent waiting for a batch.
+  template <class Waiting>
+  void update(std::size_t step, float loss, Waiting&& waiting) {
     smoothed_ = step == 1 ? loss : 0.9f * smoothed_ + 0.1f * loss;
     const bool last = step == steps_;
     if (terminal_) {
@@ -45,7 +47,7 @@ class progress_bar {
     const std::string line = fmt::format(
         "[{}] {:3}%  step {}/{}  {:.0f} samples/s  loss {:.3f}  waiting for data {:.1f}%", bar,
         step * 100 / steps_, step, steps_, static_cast<double>(step * samples_per_step_) / seconds,
-        smoothed_, 100.0 * waiting);
+        smoothed_, 100.0 * waiting(seconds));
     if (terminal_) {
       fmt::print("\r{}\033[K{}", line, last ? "\n" : "");
     } else {

@@ -24,6 +24,7 @@
 #include <crema/pipeline/host_batch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -111,14 +112,13 @@ class participant {
 using participants = std::vector<std::unique_ptr<participant>>;
 
 // `count` solvers on devices first, first + 1, ...; the root's (if among them) parameters set
-// to the model's first weights, and each one's parameters moved to its device.
+// to the model's first weights on the host (`device_spans` then moves every buffer to its device).
 inline participants make_participants(const mlp& model, std::size_t count, std::size_t first,
                                       std::size_t root) {
   participants made;
   for (std::size_t p = first; p < first + count; ++p) {
     made.push_back(std::make_unique<participant>(static_cast<int>(p), model.parameters()));
     if (p == root) model.initialize(made.back()->host_parameters(), 1);
-    (void)made.back()->device_parameters();
   }
   return made;
 }
@@ -209,9 +209,10 @@ void train(Sync& sync, Pipeline& pipe, participants& local, std::size_t first, c
       if (bar != nullptr) {
         float loss = 0.0f;
         for (const auto& l : losses) loss += l.load(std::memory_order_relaxed);
-        const auto waited = std::chrono::duration<double>(pipe.stats().consumer_wait).count();
-        bar->update(step, loss / static_cast<float>(local.size()),
-                    waited / (bar->seconds() * static_cast<double>(local.size())));
+        bar->update(step, loss / static_cast<float>(local.size()), [&](double seconds) {
+          const auto waited = std::chrono::duration<double>(pipe.stats().consumer_wait).count();
+          return waited / (seconds * static_cast<double>(local.size()));
+        });
       }
     }
   };
