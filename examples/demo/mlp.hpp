@@ -157,24 +157,20 @@ class mlp {
   }
 
   template <class Span>
-  Span part(Span all, std::size_t offset, std::size_t count) const {
-    return all.subspan(offset, count);
-  }
-  template <class Span>
   Span w2(Span all) const {
-    return part(all, 0, hidden_ * classes_);
+    return all.subspan(0, hidden_ * classes_);
   }
   template <class Span>
   Span b2(Span all) const {
-    return part(all, hidden_ * classes_, classes_);
+    return all.subspan(hidden_ * classes_, classes_);
   }
   template <class Span>
   Span w1(Span all) const {
-    return part(all, layer_sizes()[0], inputs_ * hidden_);
+    return all.subspan(layer_sizes()[0], inputs_ * hidden_);
   }
   template <class Span>
   Span b1(Span all) const {
-    return part(all, layer_sizes()[0] + inputs_ * hidden_, hidden_);
+    return all.subspan(layer_sizes()[0] + inputs_ * hidden_, hidden_);
   }
 
   std::size_t inputs_;
