@@ -1,5 +1,5 @@
-// The baselines: a plain hand-written loop doing the data layer's work on the same 2 threads with
-// no pipeline (each thread its own cursor over every other record: decode, crop, mirror, mean,
+// The baselines: a plain hand-written loop doing the data layer's work on as many threads, with
+// no pipeline (each of n threads its own cursor over every n-th record: decode, crop, mirror, mean,
 // scale into a batch buffer of its own), the limit of what a pipeline can reach; and a raw LMDB
 // cursor scan copying each value out of the map, the limit of reading.
 #include <crema/io/caffe_transform.hpp>
@@ -58,6 +58,7 @@ class cursor {
 
 void hand_loop(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);
+  const auto threads = static_cast<std::size_t>(state.range(0));
   const crema::caffe_transform transform = transform_of(set);
   const std::size_t elements = 3 * set.crop * set.crop;
   std::uint64_t epoch = 0;
@@ -91,8 +92,14 @@ void hand_loop(benchmark::State& state, const dataset& set) {
   }
   count_records(state, db.records());
 }
-BENCHMARK_CAPTURE(hand_loop, small, small)->Name("baseline/data_layer/small")->UseRealTime();
-BENCHMARK_CAPTURE(hand_loop, large, large)->Name("baseline/data_layer/large")->UseRealTime();
+BENCHMARK_CAPTURE(hand_loop, small, small)
+    ->Name("baseline/data_layer/small")
+    ->Apply(by_threads)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(hand_loop, large, large)
+    ->Name("baseline/data_layer/large")
+    ->Apply(by_threads)
+    ->UseRealTime();
 
 void raw_scan(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);

@@ -26,16 +26,16 @@ std::size_t prefetch() {
 
 void data_layer(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);
+  const auto threads = static_cast<std::size_t>(state.range(0));
   crema::caffe_batcher batcher({3, set.side, set.side}, transform_of(set),
                                crema::make_host_batch<float>{});
-  crema::double_buffered_pipeline pipe{
-      crema::lmdb_source(db.path()),
-      batcher,
-      {.batch_size = set.batch,
-       .prefetch = prefetch(),
-       .producers = threads,
-       .threads = threads,
-       .seed = 7}};
+  crema::double_buffered_pipeline pipe{crema::lmdb_source(db.path()),
+                                       batcher,
+                                       {.batch_size = set.batch,
+                                        .prefetch = prefetch(),
+                                        .producers = threads,
+                                        .threads = threads,
+                                        .seed = 7}};
   auto consumer = pipe.consumer(0);
   std::size_t records = 0;
   for (auto _ : state) {
@@ -48,8 +48,14 @@ void data_layer(benchmark::State& state, const dataset& set) {
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(records));
 }
-BENCHMARK_CAPTURE(data_layer, small, small)->Name("crema/data_layer/small")->UseRealTime();
-BENCHMARK_CAPTURE(data_layer, large, large)->Name("crema/data_layer/large")->UseRealTime();
+BENCHMARK_CAPTURE(data_layer, small, small)
+    ->Name("crema/data_layer/small")
+    ->Apply(by_threads)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(data_layer, large, large)
+    ->Name("crema/data_layer/large")
+    ->Apply(by_threads)
+    ->UseRealTime();
 
 // Each record's value copied out of the map into its slot's item (whose capacity is reused).
 struct copy_value {
@@ -65,7 +71,7 @@ void read_only(benchmark::State& state, const dataset& set) {
   crema::double_buffered_pipeline pipe{
       crema::lmdb_source(db.path()),
       copy_value{},
-      {.batch_size = 64, .producers = threads, .threads = threads}};
+      {.batch_size = 64, .producers = read_threads, .threads = read_threads}};
   auto consumer = pipe.consumer(0);
   std::size_t records = 0;
   for (auto _ : state) {

@@ -5,19 +5,25 @@
 int main(int argc, char** argv) {
   return crema::bench::run_with_ratios(
       argc, argv, "caffe_data_layer", [](const crema::bench::ratio_reporter& reporter) {
-        fmt::print("\nsamples per second (one pass of the database per iteration):\n");
+        fmt::print("\none pass of the database per iteration, same run:\n");
         for (const char* set : {"small", "large"}) {
-          for (const char* kind : {"data_layer", "read_only"}) {
-            const double crema =
-                reporter.nanoseconds(fmt::format("crema/{}/{}/real_time", kind, set));
-            const double base =
-                reporter.nanoseconds(fmt::format("baseline/{}/{}/real_time", kind, set));
+          for (const int threads : {1, 2, 4}) {
+            const auto name = fmt::format("data_layer/{}/threads:{}/real_time", set, threads);
+            const double crema = reporter.nanoseconds("crema/" + name);
+            const double base = reporter.nanoseconds("baseline/" + name);
             if (crema <= 0 || base <= 0) continue;
-            fmt::print("  {:<10} {:<5}: crema reaches {:.1f}% of the {} (same run)\n", kind, set,
-                       100.0 * base / crema,
-                       kind == std::string_view("data_layer") ? "hand-written loop on 2 threads"
-                                                              : "raw cursor scan");
+            fmt::print(
+                "  data_layer {:<5}: the pipeline reaches {:.1f}% of the hand-written loop "
+                "on {} thread{}\n",
+                set, 100.0 * base / crema, threads, threads == 1 ? "" : "s");
           }
+          const double crema =
+              reporter.nanoseconds(fmt::format("crema/read_only/{}/real_time", set));
+          const double base =
+              reporter.nanoseconds(fmt::format("baseline/read_only/{}/real_time", set));
+          if (crema <= 0 || base <= 0) continue;
+          fmt::print("  read_only  {:<5}: the pipeline reaches {:.1f}% of a raw cursor scan\n", set,
+                     100.0 * base / crema);
         }
       });
 }

@@ -3,7 +3,8 @@
 // The two datasets of the Caffe data-layer benchmark, made once per process in a temporary
 // directory (removed at exit), and what is done to them: a CIFAR-like set (50,000 records of
 // 3 x 32 x 32, crop 28, batch 64) and an ImageNet-like one (5,000 of 3 x 256 x 256, crop 224,
-// batch 32), raw Datums of random pixels; random crop, mirror, mean values and scale; 2 threads.
+// batch 32), raw Datums of random pixels; random crop, mirror, mean values and scale; the data
+// layer on 1, 2 and 4 threads, reading alone on 2.
 // CREMA_BENCH_SMALL_RECORDS and CREMA_BENCH_LARGE_RECORDS change the counts (the smoke test
 // makes them tiny).
 
@@ -25,7 +26,15 @@
 
 namespace crema::bench::data_layer {
 
-inline constexpr std::size_t threads = 2;  // producers and threads: this machine class has 2 cores
+// Producers and threads of the pipeline that only reads: this machine class has 2 cores.
+inline constexpr std::size_t read_threads = 2;
+
+// The data layer's cases by thread count (the pipeline's producers and threads; the hand loop's
+// threads): 1, 2 and 4.
+inline void by_threads(benchmark::internal::Benchmark* benchmark) {
+  benchmark->ArgName("threads");
+  for (const long threads : {1L, 2L, 4L}) benchmark->Arg(threads);
+}
 
 struct dataset {
   const char* name;

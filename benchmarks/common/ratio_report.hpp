@@ -124,6 +124,8 @@ int run_with_ratios(
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  // The JSON of --benchmark_out names the machine too (benchmarks/plots/draw.py prints it).
+  benchmark::AddCustomContext("machine", machine_description());
   ratio_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

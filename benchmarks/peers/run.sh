@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # crema-feed beside PyTorch's DataLoader on the same Caffe LMDBs, in one run (the issue's two
 # cases: 50,000 x 3x32x32, crop 28, batch 64; 5,000 x 3x256x256, crop 224, batch 32; mirror,
-# mean values and scale in both; 2 producers on 2 threads for crema, the median of 3 runs of 5
-# epochs; 0, 1 and 2 workers for PyTorch, the median of 3 epochs each). Installs Debian's python3-torch, python3-lmdb, python3-protobuf and protobuf-compiler
-# when missing (not CI's job: run it by hand). Prints each figure and the ratio to PyTorch's best;
-# writes every JSON line to OUT (default benchmarks-peers.json).
+# mean values and scale in both; crema with 1 and 2 producers on as many threads, the median of
+# 3 runs of 5 epochs; PyTorch with 0, 1 and 2 workers, the median of 3 epochs each). Installs
+# Debian's python3-torch, python3-lmdb, python3-protobuf and protobuf-compiler when missing (not
+# CI's job: run it by hand). Prints each figure and the ratio to PyTorch's best; writes every
+# JSON line to OUT (default benchmarks-peers.json), which benchmarks/plots/draw.py draws.
 #   benchmarks/peers/run.sh [BUILD_DIR] [OUT]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,15 +24,20 @@ run_case() {
   local name=$1 count=$2 shape=$3 crop=$4 batch=$5
   local db=$work/$name
   "$lmdb_tool" synth "$db" --count "$count" --shape "$shape" >/dev/null
-  local crema crema_rates=()
-  for _ in 1 2 3; do  # three runs; the median counts (this class of machine is noisy)
-    crema=$("$feed_tool" "$db" --batch "$batch" --crop "$crop" --mirror --mean-values 104,117,123 \
-      --scale 0.017 --producers 2 --threads 2 --epochs 5 --json)
-    echo "$crema" | sed "s/^{/{\"case\": \"$name\", /" >>"$out"
-    crema_rates+=("$(echo "$crema" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+  local best=0 threads crema_rates=()
+  declare -A crema_rate
+  for threads in 1 2; do
+    crema_rates=()
+    for _ in 1 2 3; do  # three runs; the median counts (this class of machine is noisy)
+      local crema
+      crema=$("$feed_tool" "$db" --batch "$batch" --crop "$crop" --mirror \
+        --mean-values 104,117,123 --scale 0.017 --producers "$threads" --threads "$threads" \
+        --epochs 5 --json)
+      echo "$crema" | sed "s/^{/{\"case\": \"$name\", /" >>"$out"
+      crema_rates+=("$(echo "$crema" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+    done
+    crema_rate[$threads]=$(python3 -c "import statistics; print(statistics.median([$(IFS=,; echo "${crema_rates[*]}")]))")
   done
-  local crema_rate best=0
-  crema_rate=$(python3 -c "import statistics; print(statistics.median([$(IFS=,; echo "${crema_rates[*]}")]))")
   while read -r line; do
     echo "$line" | sed "s/^{/{\"case\": \"$name\", /" >>"$out"
     local rate workers
@@ -41,8 +47,12 @@ run_case() {
     best=$(python3 -c "print(max($best, $rate))")
   done < <(/usr/bin/python3 "$here/pytorch_feed.py" "$db" --batch "$batch" --crop "$crop" \
              --proto-module-dir "$work")
-  printf '  %-6s crema-feed, 2 producers: %12.0f samples/s; ratio = crema / best PyTorch = %.1f\n' \
-    "$name" "$crema_rate" "$(python3 -c "print($crema_rate / $best)")"
+  for threads in 1 2; do
+    printf '  %-6s crema-feed, %d producer(s) on as many threads: %12.0f samples/s; ' \
+      "$name" "$threads" "${crema_rate[$threads]}"
+    printf 'ratio = crema / best PyTorch = %.1f\n' \
+      "$(python3 -c "print(${crema_rate[$threads]} / $best)")"
+  done
   rm -rf "$db"
 }
 run_case small 50000 3x32x32 28 64
