@@ -99,7 +99,9 @@ def feed_vs_pytorch(results, images):
         rows = [(f'"{name}"', statistics.median(values), 1 if side else 0)
                 for (side, _, name), values in bars]
         script += datablock(case, rows)
-        script += (f'set title "{label}"\nset logscale y\nset yrange [1000:*]\nset boxwidth 0.7\n'
+        top = 3 * max(row[1] for row in rows)  # room for the labels above the bars
+        script += (f'set title "{label}"\nset logscale y\nset yrange [1000:{top}]\n'
+                   'set format y "%.0s%c"\nset bmargin 4\nset boxwidth 0.7\n'
                    f"set palette defined (0 '{BASELINE}', 1 '{CREMA}')\nunset colorbox\n"
                    f"plot ${case} using 0:2:3:xtic(1) with boxes lc palette notitle, "
                    f"'' using 0:2:(sprintf('%.0f', $2)) with labels offset 0,0.8 notitle\n")
