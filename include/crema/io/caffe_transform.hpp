@@ -10,11 +10,17 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace crema {
 
@@ -137,6 +143,11 @@ class caffe_transform {
         return *mean;
       }
     };
+#if defined(__SSE2__)
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+      if (step == 1) return byte_row<PerPixelMean>(from, mean, to, width, scale, mirror);
+    }
+#endif
     if (step == 1) {
       for (std::size_t w = 0; w < width; ++w) {
         to[w] = (static_cast<float>(from[w]) - mean_at(w)) * scale;
@@ -153,6 +164,51 @@ class caffe_transform {
       }
     }
   }
+
+#if defined(__SSE2__)
+  // `row` for bytes of unit stride (channel-first records, the common case), with SSE2, which
+  // every x86-64 processor has: sixteen, then four values a step, a mirrored row stored reversed
+  // as it goes. Compilers vectorize the plain loop by sixteen bytes and finish a 28-value row
+  // (a CIFAR crop) one value at a time, and GCC 12 at -O2 does not vectorize it at all. The
+  // arithmetic is the plain loop's, in its order: the same bits.
+  template <bool PerPixelMean>
+  static void byte_row(const std::uint8_t* from, const float* mean, float* to, std::size_t width,
+                       float scale, bool mirror) noexcept {
+    const __m128i zero = _mm_setzero_si128();
+    const __m128 scales = _mm_set1_ps(scale);
+    const __m128 channel_mean = _mm_set1_ps(*mean);
+    // Values w .. w + 3 from four 32-bit integers.
+    const auto put = [&](std::size_t w, __m128i integers) {
+      __m128 means = channel_mean;
+      if constexpr (PerPixelMean) means = _mm_loadu_ps(mean + w);
+      const __m128 values = _mm_mul_ps(_mm_sub_ps(_mm_cvtepi32_ps(integers), means), scales);
+      if (mirror) {
+        _mm_storeu_ps(to + width - w - 4, _mm_shuffle_ps(values, values, _MM_SHUFFLE(0, 1, 2, 3)));
+      } else {
+        _mm_storeu_ps(to + w, values);
+      }
+    };
+    std::size_t w = 0;
+    for (; w + 16 <= width; w += 16) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + w));
+      const __m128i low = _mm_unpacklo_epi8(bytes, zero);
+      const __m128i high = _mm_unpackhi_epi8(bytes, zero);
+      put(w, _mm_unpacklo_epi16(low, zero));
+      put(w + 4, _mm_unpackhi_epi16(low, zero));
+      put(w + 8, _mm_unpacklo_epi16(high, zero));
+      put(w + 12, _mm_unpackhi_epi16(high, zero));
+    }
+    for (; w + 4 <= width; w += 4) {
+      std::int32_t four = 0;
+      std::memcpy(&four, from + w, sizeof four);
+      put(w, _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(four), zero), zero));
+    }
+    for (; w < width; ++w) {
+      const float pixel_mean = PerPixelMean ? mean[w] : *mean;
+      to[mirror ? width - 1 - w : w] = (static_cast<float>(from[w]) - pixel_mean) * scale;
+    }
+  }
+#endif
 
   float mean_of_channel(std::size_t c) const noexcept {
     if (options_.mean_values.empty()) return 0.0f;
