@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Draws the figures of docs/performance.md as PNG from the benchmarks' own output, with gnuplot
 (Debian's gnuplot-nox). Every plot shows crema beside the baseline measured in the same run and
-names the machine it came from. benchmarks/plots/run.sh runs the benchmarks and then this script;
-to redraw from kept results:
+names the machine it came from; beside each plot, the script prints its figures as a Markdown
+table (what docs/performance.md shows). benchmarks/plots/run.sh runs the benchmarks and then this
+script; to redraw from kept results:
 
     benchmarks/plots/draw.py RESULTS_DIR [IMAGES_DIR, default docs/images]
 
@@ -65,6 +66,15 @@ def datablock(name, rows):
     return f"${name} << EOD\n{lines}\nEOD\n"
 
 
+def table(title, columns, rows):
+    """Prints a Markdown table of a plot's figures, for docs/performance.md."""
+    print(f"\n{title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("| --- " + "| ---: " * (len(columns) - 1) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def header(out, title, subtitle, panels, width=1000, height=460):
     return (f'set terminal pngcairo size {width},{height} font "sans,10" noenhanced\n'
             f'set output "{out}"\n'
@@ -94,10 +104,16 @@ def feed_vs_pytorch(results, images):
                     machine, 2)
     cases = {"small": "50,000 x 3x32x32, crop 28, batch 64",
              "large": "5,000 x 3x256x256, crop 224, batch 32"}
+    lines = []
     for case, label in cases.items():
         bars = sorted(rates.get(case, {}).items())
         rows = [(f'"{name}"', statistics.median(values), 1 if side else 0)
                 for (side, _, name), values in bars]
+        if not rows:
+            continue
+        best = {side: max(row[1] for row in rows if row[2] == side) for side in (0, 1)}
+        lines.append([label] + [f"{row[1]:,.0f}" for row in rows] +
+                     [f"{best[1] / best[0]:.1f}x"])
         script += datablock(case, rows)
         top = 3 * max(row[1] for row in rows)  # room for the labels above the bars
         script += (f'set title "{label}"\nset logscale y\nset yrange [1000:{top}]\n'
@@ -106,6 +122,9 @@ def feed_vs_pytorch(results, images):
                    f"plot ${case} using 0:2:3:xtic(1) with boxes lc palette notitle, "
                    f"'' using 0:2:(sprintf('%.0f', $2)) with labels offset 0,0.8 notitle\n")
     gnuplot(script + "unset multiplot\n")
+    names = [name.replace("\\n", " ") for (_, _, name), _ in sorted(rates["small"].items())]
+    table(f"{os.path.basename(out)}: samples/s, {machine}", ["case"] + names + ["crema / PyTorch, best of each"],
+          lines)
     return out
 
 
@@ -119,6 +138,7 @@ def feed_vs_hand_loop(results, images):
                     "hand-written loop on as many threads: thousand samples/s", machine_line(context), 2)
     cases = {"small": "50,000 x 3x32x32, crop 28, batch 64",
              "large": "5,000 x 3x256x256, crop 224, batch 32"}
+    lines = []
     for case, label in cases.items():
         rows = []
         for threads in (1, 2, 4):
@@ -128,6 +148,8 @@ def feed_vs_hand_loop(results, images):
             if crema and base:
                 rows.append((f'"{threads} thread{"" if threads == 1 else "s"}"', base / 1e3,
                              crema / 1e3))
+                lines.append([label, str(threads), f"{base:,.0f}", f"{crema:,.0f}",
+                              f"{crema / base:.0%}"])
         if not rows:
             continue
         script += datablock(case, rows)
@@ -136,6 +158,8 @@ def feed_vs_hand_loop(results, images):
                    f"plot ${case} using 2:xtic(1) title 'hand-written loop' lc rgb '{BASELINE}', "
                    f"'' using 3 title 'crema pipeline' lc rgb '{CREMA}'\n")
     gnuplot(script + "unset multiplot\n")
+    table(f"{os.path.basename(out)}: samples/s, {machine_line(context)}",
+          ["case", "threads", "hand-written loop", "crema pipeline", "crema / loop"], lines)
     return out
 
 
@@ -144,8 +168,7 @@ def coordination(results, images):
     if not all(os.path.exists(path) for path in paths):
         return None
     out = os.path.join(images, "coordination.png")
-    script, context = "", {}
-    panels = []
+    context, panels, lines = {}, [], []
     for path, kind, label in zip(paths, ("handoff", "pipeline"),
                                  ("queue pair alone", "whole pipeline, transform copies")):
         figures, context = benchmark_figures(path)
@@ -158,6 +181,8 @@ def coordination(results, images):
                 if crema and base:
                     rows.append((f'"{producers} producer{"" if producers == 1 else "s"}"',
                                  base / 1e6, crema / 1e6))
+                    lines.append([label, f"{payload:,} B", str(producers), f"{base / 1e6:.2f}",
+                                  f"{crema / 1e6:.2f}", f"{crema / base:.1f}x"])
             panels.append((f"{kind}{payload}", f"{label}, {payload:,} B records", rows))
     script = header(out, "Moving records from producers to a consumer: crema against Caffe's pair "
                     "of blocking queues (mutex + condition variable), million records/s, log scale",
@@ -169,6 +194,8 @@ def coordination(results, images):
                    f"plot ${block} using 2:xtic(1) title 'Caffe pair' lc rgb '{BASELINE}', "
                    f"'' using 3 title 'crema' lc rgb '{CREMA}'\n")
     gnuplot(script + "unset multiplot\n")
+    table(f"{os.path.basename(out)}: million records/s, {machine_line(context)}",
+          ["scenario", "records", "producers", "Caffe pair", "crema", "speedup"], lines)
     return out
 
 
@@ -192,6 +219,7 @@ def allreduce(results, images):
     out = os.path.join(images, "allreduce.png")
     script = header(out, "Allreduce (average) of float buffers on host threads: bus bandwidth, "
                     "GB/s", machine_line(context), 2)
+    lines = []
     for mib in (16, 64):
         rows = []
         for participants in (2, 4):
@@ -205,8 +233,13 @@ def allreduce(results, images):
             if not placed:
                 continue
             seconds = mpi.get((mib, participants))
-            rows.append((f'"{participants} participants"', placed[0], min(placed), busbw("baseline", 0) or 0,
-                         bus_bandwidth(mib, participants, seconds) if seconds else 0))
+            copies = busbw("baseline", 0) or 0
+            open_mpi = bus_bandwidth(mib, participants, seconds) if seconds else 0
+            rows.append((f'"{participants} participants"', placed[0], min(placed), copies,
+                         open_mpi))
+            lines.append([f"{mib} x {participants}", f"{placed[0]:.2f}", f"{min(placed):.2f}",
+                          f"{copies:.2f}", f"{open_mpi:.2f}",
+                          f"{min(placed) / open_mpi:.2f}x" if open_mpi else "-"])
         script += datablock(f"size{mib}", rows)
         script += (f'set title "{mib} MiB per participant"\n'
                    "set yrange [0:*]\nset style data histograms\n"
@@ -216,6 +249,9 @@ def allreduce(results, images):
                    f"'' using 3 title 'crema, worst buffer placement' lc rgb '{THIRD}', "
                    f"'' using 2 title 'crema, page-aligned' lc rgb '{CREMA}'\n")
     gnuplot(script + "unset multiplot\n")
+    table(f"{os.path.basename(out)}: bus bandwidth, GB/s, {machine_line(context)}",
+          ["MiB x participants", "crema, page-aligned", "crema, worst placement",
+           "same bytes by memcpy", "Open MPI", "worst / Open MPI"], lines)
     return out
 
 

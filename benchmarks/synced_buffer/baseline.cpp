@@ -31,7 +31,7 @@ void memcpy_once(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * count * sizeof(float)));
 }
-BENCHMARK(memcpy_once)->Name("baseline/upload_per_step")->Arg(1 << 10)->Arg(1 << 20);
+BENCHMARK(memcpy_once)->Name("baseline/upload_per_step")->Arg(1 << 10)->Arg(1 << 20)->Arg(1 << 24);
 
 void memcpy_twice(benchmark::State& state) {
   const auto count = static_cast<std::size_t>(state.range(0));
@@ -45,6 +45,6 @@ void memcpy_twice(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
 }
-BENCHMARK(memcpy_twice)->Name("baseline/blob_step")->Arg(1 << 10)->Arg(1 << 20);
+BENCHMARK(memcpy_twice)->Name("baseline/blob_step")->Arg(1 << 10)->Arg(1 << 20)->Arg(1 << 24);
 
 }  // namespace

@@ -39,7 +39,7 @@ void write_host_read_device(benchmark::State& state) {
       static_cast<double>(device.stats().uploads), benchmark::Counter::kAvgIterations);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * count * sizeof(float)));
 }
-BENCHMARK(write_host_read_device)->Name("crema/upload_per_step")->Arg(1 << 10)->Arg(1 << 20);
+BENCHMARK(write_host_read_device)->Name("crema/upload_per_step")->Arg(1 << 10)->Arg(1 << 20)->Arg(1 << 24);
 
 // Forward and backward of one blob: host write, device read, device write, host read. One
 // upload and one download per step; the baseline is two memcpys.
@@ -59,6 +59,6 @@ void blob_step(benchmark::State& state) {
   state.counters["downloads_per_step"] = benchmark::Counter(
       static_cast<double>(device.stats().downloads), benchmark::Counter::kAvgIterations);
 }
-BENCHMARK(blob_step)->Name("crema/blob_step")->Arg(1 << 10)->Arg(1 << 20);
+BENCHMARK(blob_step)->Name("crema/blob_step")->Arg(1 << 10)->Arg(1 << 20)->Arg(1 << 24);
 
 }  // namespace
