@@ -26,6 +26,10 @@ BASELINE = "#9a9a9a"
 SECOND_BASELINE = "#d08c2c"
 THIRD = "#6aa5de"
 
+# The two datasets of the data-layer benchmarks (benchmarks/caffe_data_layer/shape.hpp).
+CASES = {"small": "50,000 x 3x32x32, crop 28, batch 64",
+         "large": "5,000 x 3x256x256, crop 224, batch 32"}
+
 
 def benchmark_figures(path):
     """{run name: {"real_time": ns, "items_per_second": x}} from Google Benchmark's JSON: the
@@ -66,6 +70,26 @@ def datablock(name, rows):
     return f"${name} << EOD\n{lines}\nEOD\n"
 
 
+def plural(count, word):
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def same_run_rates(figures, name):
+    """(baseline, crema) items per second of the pair of benchmarks `name`, or None."""
+    base = figures.get(f"baseline/{name}", {}).get("items_per_second")
+    crema = figures.get(f"crema/{name}", {}).get("items_per_second")
+    return (base, crema) if base and crema else None
+
+
+def beside(block, title, rows, baseline_title, crema_title, log=False):
+    """A panel of clustered bars: the baseline, then crema, per row of `rows`."""
+    return (datablock(block, rows) +
+            f'set title "{title}"\n' + ("set logscale y\n" if log else "set yrange [0:*]\n") +
+            "set style data histograms\nset style histogram clustered gap 1\n"
+            f"plot ${block} using 2:xtic(1) title '{baseline_title}' lc rgb '{BASELINE}', "
+            f"'' using 3 title '{crema_title}' lc rgb '{CREMA}'\n")
+
+
 def table(title, columns, rows):
     """Prints a Markdown table of a plot's figures, for docs/performance.md."""
     print(f"\n{title}\n")
@@ -93,19 +117,17 @@ def feed_vs_pytorch(results, images):
             record = json.loads(line)
             if "workers" in record:
                 workers = record["workers"]
-                bar = (0, workers, f"PyTorch\\n{workers} worker{'' if workers == 1 else 's'}")
+                bar = (0, workers, f"PyTorch\\n{plural(workers, 'worker')}")
             else:
                 threads = record["threads"]
-                bar = (1, threads, f"crema-feed\\n{threads} thread{'' if threads == 1 else 's'}")
+                bar = (1, threads, f"crema-feed\\n{plural(threads, 'thread')}")
                 machine = record.get("machine", machine)
             rates.setdefault(record["case"], {}).setdefault(bar, []).append(record["samples_per_s"])
     out = os.path.join(images, "feed_vs_pytorch.png")
     script = header(out, "Caffe LMDB into float batches: samples/s (log scale), median of runs",
                     machine, 2)
-    cases = {"small": "50,000 x 3x32x32, crop 28, batch 64",
-             "large": "5,000 x 3x256x256, crop 224, batch 32"}
     lines = []
-    for case, label in cases.items():
+    for case, label in CASES.items():
         bars = sorted(rates.get(case, {}).items())
         rows = [(f'"{name}"', statistics.median(values), 1 if side else 0)
                 for (side, _, name), values in bars]
@@ -135,28 +157,20 @@ def feed_vs_hand_loop(results, images):
     figures, context = benchmark_figures(path)
     out = os.path.join(images, "feed_vs_hand_loop.png")
     script = header(out, "The whole data layer (decode, crop, mirror, mean, scale) against a "
-                    "hand-written loop on as many threads: thousand samples/s", machine_line(context), 2)
-    cases = {"small": "50,000 x 3x32x32, crop 28, batch 64",
-             "large": "5,000 x 3x256x256, crop 224, batch 32"}
+                    "hand-written loop on as many threads: thousand samples/s",
+                    machine_line(context), 2)
     lines = []
-    for case, label in cases.items():
+    for case, label in CASES.items():
         rows = []
         for threads in (1, 2, 4):
-            name = f"data_layer/{case}/threads:{threads}/real_time"
-            crema = figures.get(f"crema/{name}", {}).get("items_per_second")
-            base = figures.get(f"baseline/{name}", {}).get("items_per_second")
-            if crema and base:
-                rows.append((f'"{threads} thread{"" if threads == 1 else "s"}"', base / 1e3,
-                             crema / 1e3))
+            rates = same_run_rates(figures, f"data_layer/{case}/threads:{threads}/real_time")
+            if rates:
+                base, crema = rates
+                rows.append((f'"{plural(threads, "thread")}"', base / 1e3, crema / 1e3))
                 lines.append([label, str(threads), f"{base:,.0f}", f"{crema:,.0f}",
                               f"{crema / base:.0%}"])
-        if not rows:
-            continue
-        script += datablock(case, rows)
-        script += (f'set title "{label}"\nset yrange [0:*]\n'
-                   "set style data histograms\nset style histogram clustered gap 1\n"
-                   f"plot ${case} using 2:xtic(1) title 'hand-written loop' lc rgb '{BASELINE}', "
-                   f"'' using 3 title 'crema pipeline' lc rgb '{CREMA}'\n")
+        if rows:
+            script += beside(case, label, rows, "hand-written loop", "crema pipeline")
     gnuplot(script + "unset multiplot\n")
     table(f"{os.path.basename(out)}: samples/s, {machine_line(context)}",
           ["case", "threads", "hand-written loop", "crema pipeline", "crema / loop"], lines)
@@ -175,12 +189,11 @@ def coordination(results, images):
         for payload in (0, 3072):
             rows = []
             for producers in (1, 2, 8):
-                name = f"{kind}/payload:{payload}/producers:{producers}/real_time"
-                crema = figures.get(f"crema/{name}", {}).get("items_per_second")
-                base = figures.get(f"baseline/{name}", {}).get("items_per_second")
-                if crema and base:
-                    rows.append((f'"{producers} producer{"" if producers == 1 else "s"}"',
-                                 base / 1e6, crema / 1e6))
+                rates = same_run_rates(figures,
+                                       f"{kind}/payload:{payload}/producers:{producers}/real_time")
+                if rates:
+                    base, crema = rates
+                    rows.append((f'"{plural(producers, "producer")}"', base / 1e6, crema / 1e6))
                     lines.append([label, f"{payload:,} B", str(producers), f"{base / 1e6:.2f}",
                                   f"{crema / 1e6:.2f}", f"{crema / base:.1f}x"])
             panels.append((f"{kind}{payload}", f"{label}, {payload:,} B records", rows))
@@ -188,11 +201,7 @@ def coordination(results, images):
                     "of blocking queues (mutex + condition variable), million records/s, log scale",
                     machine_line(context), 4, width=1400)
     for block, title, rows in panels:
-        script += datablock(block, rows)
-        script += (f'set title "{title}"\nset logscale y\n'
-                   "set style data histograms\nset style histogram clustered gap 1\n"
-                   f"plot ${block} using 2:xtic(1) title 'Caffe pair' lc rgb '{BASELINE}', "
-                   f"'' using 3 title 'crema' lc rgb '{CREMA}'\n")
+        script += beside(block, title, rows, "Caffe pair", "crema", log=True)
     gnuplot(script + "unset multiplot\n")
     table(f"{os.path.basename(out)}: million records/s, {machine_line(context)}",
           ["scenario", "records", "producers", "Caffe pair", "crema", "speedup"], lines)
