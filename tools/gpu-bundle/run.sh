@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# crema's GPU test bundle: runs every CUDA test, then compute-sanitizer's memcheck, racecheck and
+# synccheck over the tests that touch the GPU, then the GPU benchmarks; prints one summary line
+# and writes what it found under the results folder (summary.json, one log per step, the
+# benchmarks' JSON). Needs the GPU driver, NCCL (beside the CUDA toolkit, on LD_LIBRARY_PATH, or
+# in Python's nvidia-nccl wheel) and compute-sanitizer; nothing of the build machine.
+#
+#   run.sh [--results DIR] [--quick] [--no-sanitizers] [--no-benchmarks] [--no-device-ok]
+#
+#   --results DIR     where logs and JSON go (default: ./gpu-bundle-results)
+#   --quick           benchmarks briefly, for a smoke run (their figures then mean little)
+#   --no-sanitizers   skip compute-sanitizer
+#   --no-benchmarks   skip the benchmarks
+#   --no-device-ok    without a GPU, run what needs none and exit 0 (the build machine's check)
+#
+# Exit status: 0 when everything ran and passed; 1 when something failed; 2 on bad usage; 3 when
+# there is no GPU (without --no-device-ok).
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+results=$PWD/gpu-bundle-results
+quick=0
+sanitizers=1
+benchmarks=1
+no_device_ok=0
+while (($#)); do
+  case $1 in
+    --results) results=${2:?--results needs a folder}; shift ;;
+    --results=*) results=${1#--results=} ;;
+    --quick) quick=1 ;;
+    --no-sanitizers) sanitizers=0 ;;
+    --no-benchmarks) benchmarks=0 ;;
+    --no-device-ok) no_device_ok=1 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (see run.sh --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$results" || { echo "run.sh: cannot make the results folder '$results'" >&2; exit 2; }
+results=$(cd "$results" && pwd)
+
+failures=()   # one line per failed step
+notes=()      # what the summary says beside the verdict
+fail() { failures+=("$1"); echo "run.sh: FAILED: $1"; }
+
+# NCCL: the kernel tests link it. The loader's cache first, then the usual places, then wheels.
+find_nccl() {
+  ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 ' && { echo "system"; return 0; }
+  local dirs=()
+  [[ -n ${NCCL_HOME:-} ]] && dirs+=("$NCCL_HOME/lib" "$NCCL_HOME/lib64")
+  [[ -n ${CUDA_HOME:-} ]] && dirs+=("$CUDA_HOME/lib64" "$CUDA_HOME/lib")
+  dirs+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
+  IFS=: read -ra from_path <<<"${LD_LIBRARY_PATH:-}"
+  dirs+=("${from_path[@]}")
+  local python
+  for python in python3 /usr/bin/python3; do
+    command -v "$python" >/dev/null || continue
+    dirs+=("$("$python" -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib")' \
+      2>/dev/null)")
+  done
+  local dir
+  for dir in "${dirs[@]}"; do
+    [[ -n $dir && -e $dir/libnccl.so.2 ]] && { echo "$dir"; return 0; }
+  done
+  return 1
+}
+if nccl=$(find_nccl); then
+  if [[ $nccl == system ]]; then
+    echo "run.sh: NCCL from the loader's cache"
+  else
+    export LD_LIBRARY_PATH="$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "run.sh: NCCL from $nccl"
+  fi
+else
+  fail "NCCL (libnccl.so.2) not found: set NCCL_HOME, LD_LIBRARY_PATH or install nvidia-nccl"
+fi
+
+# The GPU, as crema-gpu-info sees it through the CUDA runtime (exit 3: none).
+"$here/bin/crema-gpu-info" --json="$results/gpu.json" | tee "$results/gpu.txt"
+info_status=${PIPESTATUS[0]}
+device=1
+if ((info_status == 3)); then
+  device=0
+  if ((no_device_ok)); then
+    notes+=("no GPU: ran what needs none")
+  else
+    echo "run.sh: no CUDA device here (see $results/gpu.txt); --no-device-ok runs what needs none"
+    exit 3
+  fi
+elif ((info_status != 0)); then
+  fail "crema-gpu-info exited with ${info_status}"
+fi
+gpu=""
+((device)) && gpu=$(sed -n 's/^gpu: //p' "$results/gpu.txt")
+
+# Tests. With a GPU, a test that reports itself skipped for want of one is a failure: the only
+# skip allowed is the test of the path without a device.
+tests=(crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests)
+gpu_tests=(crema_cuda_tests crema_cuda_kernel_tests)
+passed=0
+failed=0
+skipped=0
+for test in "${tests[@]}"; do
+  log=$results/$test.log
+  timeout 900 "$here/bin/$test" --no-version >"$log" 2>&1
+  status=$?
+  summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -1)
+  read -r cases ok bad < <(sed -nE \
+    's/.*test cases: *([0-9]+) \| *([0-9]+) passed \| *([0-9]+) failed.*/\1 \2 \3/p' <<<"$summary")
+  without_device=$(grep -c '^crema-test-skip: no CUDA device' "$log")
+  other_skips=$(grep -c '^crema-test-skip:' "$log")
+  other_skips=$((other_skips - without_device))
+  echo "run.sh: $test: ${summary:-no doctest summary} (exit $status)"
+  if ((status != 0)) || [[ -z $summary ]]; then
+    fail "$test (exit $status; $log)"
+  fi
+  if ((device && without_device > 0)); then
+    fail "$test: $without_device test(s) skipped for want of a device although one is present"
+  fi
+  passed=$((passed + ${ok:-0} - without_device - other_skips))
+  failed=$((failed + ${bad:-0}))
+  skipped=$((skipped + without_device + other_skips))
+done
+notes+=("tests ${passed} passed, ${failed} failed, ${skipped} skipped")
+
+# compute-sanitizer over the tests that touch the GPU. The suite "cuda errors provoked on purpose"
+# makes CUDA calls fail on purpose; it runs on its own, without the report of API errors (its
+# memory accesses are still checked); everything else must report nothing at all.
+find_sanitizer() {
+  local candidate
+  for candidate in compute-sanitizer "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" \
+                   /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    command -v "$candidate" >/dev/null 2>&1 && { command -v "$candidate"; return 0; }
+  done
+  return 1
+}
+sanitized=()
+if ((sanitizers && device)); then
+  if sanitizer=$(find_sanitizer); then
+    for tool in memcheck racecheck synccheck; do
+      tool_ok=1
+      for test in "${gpu_tests[@]}"; do
+        for part in rest on-purpose; do
+          log=$results/$tool-$test-$part.log
+          if [[ $part == rest ]]; then
+            filter=(--test-suite-exclude='cuda errors provoked on purpose')
+            api=explicit
+          else
+            filter=(--test-suite='cuda errors provoked on purpose')
+            api=no
+          fi
+          timeout 1800 "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 50 \
+            --report-api-errors "$api" "$here/bin/$test" --no-version "${filter[@]}" \
+            >"$log" 2>&1
+          status=$?
+          if ((status != 0)); then
+            tool_ok=0
+            fail "$tool over $test ($part): exit $status; $log"
+          fi
+        done
+      done
+      ((tool_ok)) && sanitized+=("$tool ok") || sanitized+=("$tool FAILED")
+    done
+  else
+    fail "compute-sanitizer not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda); --no-sanitizers skips it"
+  fi
+fi
+((${#sanitized[@]})) && notes+=("$(IFS=,; echo "${sanitized[*]}" | sed 's/,/, /g')")
+
+# Benchmarks: medians of five runs, each figure beside its baseline in the same run.
+benchmarked=0
+if ((benchmarks && device)); then
+  repetitions=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true)
+  ((quick)) && repetitions=(--benchmark_min_time=0.01)
+  for bench in synced_buffer device_batches; do
+    log=$results/bench-$bench.log
+    timeout 1200 "$here/bin/crema-gpu-bench-$bench" "${repetitions[@]}" \
+      --benchmark_out="$results/bench-$bench.json" --benchmark_out_format=json \
+      --crema_ratio_out="$results/bench-$bench-ratios.json" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    if ((status == 0)); then
+      benchmarked=$((benchmarked + 1))
+    else
+      fail "benchmark $bench: exit $status; $log"
+    fi
+  done
+  notes+=("benchmarks ${benchmarked}/2")
+fi
+
+verdict=PASS
+((${#failures[@]})) && verdict=FAIL
+line="gpu-bundle: ${verdict} · $(IFS='|'; echo "${notes[*]}" | sed 's/|/ · /g')"
+[[ -n $gpu ]] && line+=" · ${gpu}"
+line+=" · results in ${results}"
+
+json_list() {  # the arguments as a JSON array of strings
+  local first=1 item
+  printf '['
+  for item in "$@"; do
+    ((first)) || printf ', '
+    first=0
+    item=${item//\\/\\\\}
+    printf '"%s"' "${item//\"/\\\"}"
+  done
+  printf ']'
+}
+{
+  printf '{"verdict": "%s", "device": %s, ' "$verdict" "$([[ $device == 1 ]] && echo true || echo false)"
+  printf '"tests": {"passed": %d, "failed": %d, "skipped": %d}, ' "$passed" "$failed" "$skipped"
+  printf '"sanitizers": %s, "benchmarks_run": %d, ' "$(json_list "${sanitized[@]}")" "$benchmarked"
+  printf '"failures": %s, "summary": %s}\n' "$(json_list "${failures[@]}")" "$(json_list "$line")"
+} >"$results/summary.json"
+
+echo
+for failure in "${failures[@]}"; do echo "  failed: $failure"; done
+echo "$line"
+[[ $verdict == PASS ]]
