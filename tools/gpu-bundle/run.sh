@@ -12,6 +12,7 @@
 #   --no-sanitizers   skip compute-sanitizer
 #   --no-benchmarks   skip the benchmarks
 #   --no-device-ok    without a GPU, run what needs none and exit 0 (the build machine's check)
+#   --timeout SECONDS each program's run at most (default 300; a sanitizer's run counts as one)
 #
 # Exit status: 0 when everything ran and passed; 1 when something failed; 2 on bad usage; 3 when
 # there is no GPU (without --no-device-ok).
@@ -23,6 +24,7 @@ quick=0
 sanitizers=1
 benchmarks=1
 no_device_ok=0
+limit=300
 while (($#)); do
   case $1 in
     --results) results=${2:?--results needs a folder}; shift ;;
@@ -31,11 +33,14 @@ while (($#)); do
     --no-sanitizers) sanitizers=0 ;;
     --no-benchmarks) benchmarks=0 ;;
     --no-device-ok) no_device_ok=1 ;;
+    --timeout) limit=${2:?--timeout needs seconds}; shift ;;
+    --timeout=*) limit=${1#--timeout=} ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see run.sh --help)" >&2; exit 2 ;;
   esac
   shift
 done
+[[ $limit =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout wants seconds, not '$limit'" >&2; exit 2; }
 mkdir -p "$results" || { echo "run.sh: cannot make the results folder '$results'" >&2; exit 2; }
 results=$(cd "$results" && pwd)
 
@@ -102,7 +107,7 @@ failed=0
 skipped=0
 for test in "${tests[@]}"; do
   log=$results/$test.log
-  timeout 900 "$here/bin/$test" --no-version >"$log" 2>&1
+  timeout "$limit" "$here/bin/$test" --no-version >"$log" 2>&1
   status=$?
   summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -1)
   read -r cases ok bad < <(sed -nE \
@@ -149,7 +154,7 @@ if ((sanitizers && device)); then
             filter=(--test-suite='cuda errors provoked on purpose')
             api=no
           fi
-          timeout 1800 "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 50 \
+          timeout "$limit" "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 50 \
             --report-api-errors "$api" "$here/bin/$test" --no-version "${filter[@]}" \
             >"$log" 2>&1
           status=$?
@@ -174,7 +179,7 @@ if ((benchmarks && device)); then
   ((quick)) && repetitions=(--benchmark_min_time=0.01)
   for bench in synced_buffer device_batches; do
     log=$results/bench-$bench.log
-    timeout 1200 "$here/bin/crema-gpu-bench-$bench" "${repetitions[@]}" \
+    timeout "$limit" "$here/bin/crema-gpu-bench-$bench" "${repetitions[@]}" \
       --benchmark_out="$results/bench-$bench.json" --benchmark_out_format=json \
       --crema_ratio_out="$results/bench-$bench-ratios.json" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
