@@ -50,7 +50,9 @@ fail() { failures+=("$1"); echo "run.sh: FAILED: $1"; }
 
 # NCCL: the kernel tests link it. The loader's cache first, then the usual places, then wheels.
 find_nccl() {
-  ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 ' && { echo "system"; return 0; }
+  local ldconfig
+  ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
+  "$ldconfig" -p 2>/dev/null | grep -q 'libnccl\.so\.2 ' && { echo "system"; return 0; }
   local dirs=()
   [[ -n ${NCCL_HOME:-} ]] && dirs+=("$NCCL_HOME/lib" "$NCCL_HOME/lib64")
   [[ -n ${CUDA_HOME:-} ]] && dirs+=("$CUDA_HOME/lib64" "$CUDA_HOME/lib")

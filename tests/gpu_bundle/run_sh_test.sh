@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# run_sh_test.sh RUN_SH: the GPU bundle's run.sh decides as docs/gpu.md says, tested here without
+# a GPU: a bundle of stand-in programs (bash scripts that act as the real ones would on a GPU
+# machine, steered by STUB_* variables) and a stand-in compute-sanitizer that logs its calls.
+set -uo pipefail
+run_sh=${1:?usage: run_sh_test.sh RUN_SH}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# The stand-ins. A test program prints a doctest summary; STUB_SKIP_NO_DEVICE=<program> makes
+# that one report a test skipped for want of a device, STUB_FAIL=<program> makes it fail.
+mkdir -p "$work/bundle/bin" "$work/path" "$work/nccl"
+cp "$run_sh" "$work/bundle/run.sh"
+cat >"$work/bundle/bin/crema-gpu-info" <<'EOF'
+#!/usr/bin/env bash
+for argument; do [[ $argument == --json=* ]] && echo '{"device": true}' >"${argument#--json=}"; done
+if [[ ${STUB_DEVICE:-1} == 0 ]]; then echo "gpu: none"; exit 3; fi
+echo "gpu: Stand-in GPU (compute 9.0), driver 0.0, PCIe gen 5 x16"
+EOF
+for test in crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests; do
+  cat >"$work/bundle/bin/$test" <<EOF
+#!/usr/bin/env bash
+name=$test
+EOF
+  cat >>"$work/bundle/bin/$test" <<'EOF'
+echo "$name $*" >>"$STUB_LOG"
+failed=0
+if [[ ${STUB_SKIP_NO_DEVICE:-} == "$name" ]]; then
+  echo "crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)"
+fi
+if [[ ${STUB_ALLOWED_SKIP:-} == "$name" ]]; then
+  echo "crema-test-skip: a CUDA device is present; this tests the path without one"
+fi
+[[ ${STUB_FAIL:-} == "$name" ]] && failed=1
+echo "[doctest] test cases: 5 | $((5 - failed)) passed | $failed failed | 0 skipped"
+exit "$failed"
+EOF
+done
+for bench in synced_buffer device_batches; do
+  cat >"$work/bundle/bin/crema-gpu-bench-$bench" <<'EOF'
+#!/usr/bin/env bash
+echo "$(basename "$0") $*" >>"$STUB_LOG"
+echo "ratio = crema / baseline"
+EOF
+done
+cat >"$work/path/compute-sanitizer" <<'EOF'
+#!/usr/bin/env bash
+echo "compute-sanitizer $*" >>"$STUB_LOG"
+[[ " $* " == *" --tool ${STUB_SANITIZER_FINDS:-none} "* ]] && exit 86
+exit 0
+EOF
+chmod +x "$work"/bundle/bin/* "$work/path/compute-sanitizer" "$work/bundle/run.sh"
+: >"$work/nccl/libnccl.so.2"
+
+# run_case NAME EXPECTED_STATUS [VAR=VALUE ...] -- [run.sh arguments]: runs run.sh in a clean
+# environment; its output and the stand-ins' log are left in $work/NAME.{out,log}.
+run_case() {
+  local name=$1 expected=$2
+  shift 2
+  local settings=()
+  while (($#)) && [[ $1 != -- ]]; do settings+=("$1"); shift; done
+  (($#)) && shift
+  rm -rf "$work/results"
+  env -i PATH="$work/path:/usr/bin:/bin" HOME="$work" NCCL_HOME="$work/nccl" \
+    STUB_LOG="$work/$name.log" "${settings[@]}" \
+    bash "$work/bundle/run.sh" --results "$work/results" "$@" >"$work/$name.out" 2>&1
+  local status=$?
+  touch "$work/$name.log"
+  if ((status != expected)); then
+    echo "FAIL $name: run.sh exited with $status, expected $expected"
+    sed 's/^/    /' "$work/$name.out"
+    failures=$((failures + 1))
+    return 1
+  fi
+  echo "ok   $name (exit $status)"
+}
+expect() {  # expect NAME DESCRIPTION COMMAND...: a check on a case's output or log
+  local name=$1 what=$2
+  shift 2
+  if ! "$@"; then
+    echo "FAIL $name: $what"
+    failures=$((failures + 1))
+  fi
+}
+
+run_case all_pass 0
+expect all_pass "one summary line that says PASS" grep -q '^gpu-bundle: PASS' "$work/all_pass.out"
+expect all_pass "the GPU named in the summary" grep -q 'Stand-in GPU' "$work/all_pass.out"
+expect all_pass "every sanitizer over both GPU test programs, in two parts: 12 runs" \
+  test "$(grep -c '^compute-sanitizer' "$work/all_pass.log")" -eq 12
+expect all_pass "the provoked errors' suite alone, without the API error report" \
+  grep -q -- "--report-api-errors no .*crema_cuda_tests --no-version --test-suite=cuda errors provoked on purpose" \
+  "$work/all_pass.log"
+expect all_pass "everything else with the API error report on" \
+  grep -q -- "--report-api-errors explicit .*--test-suite-exclude=cuda errors provoked on purpose" \
+  "$work/all_pass.log"
+expect all_pass "no sanitizer over the CPU-only tests" \
+  bash -c "! grep -q '^compute-sanitizer.*crema_thrust_cpu_tests' '$work/all_pass.log'"
+expect all_pass "both benchmarks, with their JSON" \
+  test "$(grep -c -- '--benchmark_out=' "$work/all_pass.log")" -eq 2
+expect all_pass "summary.json says PASS" grep -q '"verdict": "PASS"' "$work/results/summary.json"
+
+run_case skipped_for_want_of_a_device 1 STUB_SKIP_NO_DEVICE=crema_cuda_kernel_tests
+expect skipped_for_want_of_a_device "the program named" \
+  grep -q 'crema_cuda_kernel_tests: 1 test(s) skipped for want of a device' \
+  "$work/skipped_for_want_of_a_device.out"
+expect skipped_for_want_of_a_device "the summary says FAIL" \
+  grep -q '^gpu-bundle: FAIL' "$work/skipped_for_want_of_a_device.out"
+
+run_case allowed_skip 0 STUB_ALLOWED_SKIP=crema_cuda_tests
+expect allowed_skip "the skip counted" grep -q '1 skipped' "$work/allowed_skip.out"
+
+run_case failing_test 1 STUB_FAIL=crema_thrust_cpu_tests
+expect failing_test "the program named" grep -q 'FAILED: crema_thrust_cpu_tests' "$work/failing_test.out"
+
+run_case racecheck_finds 1 STUB_SANITIZER_FINDS=racecheck
+expect racecheck_finds "racecheck named as failed, memcheck as ok" \
+  grep -q 'memcheck ok, racecheck FAILED, synccheck ok' "$work/racecheck_finds.out"
+
+run_case no_device 3 STUB_DEVICE=0
+expect no_device "no test run" test ! -s "$work/no_device.log"
+# Without a device, skips for want of one are what is expected.
+run_case no_device_ok 0 STUB_DEVICE=0 STUB_SKIP_NO_DEVICE=crema_cuda_tests -- --no-device-ok
+expect no_device_ok "tests run, no sanitizer, no benchmark" \
+  bash -c "grep -q '^crema_cuda_tests' '$work/no_device_ok.log' &&
+           ! grep -q -e '^compute-sanitizer' -e '^crema-gpu-bench' '$work/no_device_ok.log'"
+
+rm "$work/path/compute-sanitizer"
+if [[ -e /usr/local/cuda/bin/compute-sanitizer ||
+      -e /usr/local/cuda/compute-sanitizer/compute-sanitizer ]]; then
+  echo "skip sanitizer_missing (this machine has a compute-sanitizer where run.sh looks)"
+else
+  run_case sanitizer_missing 1 CUDA_HOME="$work/no-cuda" -- --no-benchmarks
+  expect sanitizer_missing "said so" grep -q 'compute-sanitizer not found' \
+    "$work/sanitizer_missing.out"
+fi
+run_case sanitizer_skipped 0 -- --no-sanitizers --no-benchmarks
+
+run_case bad_usage 2 -- --frobnicate
+
+if ((failures)); then
+  echo "run_sh_test: $failures check(s) failed"
+  exit 1
+fi
+echo "run_sh_test: run.sh decides as documented"
