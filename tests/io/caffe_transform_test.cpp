@@ -125,47 +125,62 @@ std::string error_of(const crema::caffe_transform& transform, crema::image_view<
 TEST_SUITE("caffe_transform") {
   TEST_CASE(
       "rows of every width from 1 to 70 are (pixel - mean) x scale, mirrored rows reversed, "
-      "with no mean, a channel's mean and a mean image") {
-    for (std::size_t row_width = 1; row_width <= 70; ++row_width) {
-      for (int mean = 0; mean < 3; ++mean) {
-        CAPTURE(row_width);
-        CAPTURE(mean);
-        std::vector<std::uint8_t> pixels(2 * row_width);
-        for (std::size_t i = 0; i < pixels.size(); ++i) {
-          pixels[i] = static_cast<std::uint8_t>(i * 7 + 3);
-        }
-        const auto image = crema::image_view<std::uint8_t>::planar(pixels.data(), 1, 2, row_width);
-        crema::caffe_transform_options options{.training = true, .scale = 0.017f};
-        auto mean_of = [](std::size_t i) { return static_cast<float>(i % 13) * 9.5f; };
-        if (mean == 1) options.mean_values = {104.5f};
-        if (mean == 2) {
-          auto image_mean = std::make_shared<crema::blob>();
-          image_mean->shape = {1, 1, 2, static_cast<std::int64_t>(row_width)};
-          for (std::size_t i = 0; i < pixels.size(); ++i) image_mean->data.push_back(mean_of(i));
-          options.mean_file = image_mean;
-        }
-        std::vector<float> expected(pixels.size());
-        for (std::size_t i = 0; i < pixels.size(); ++i) {
-          const float subtracted = mean == 0 ? 0.0f : mean == 1 ? 104.5f : mean_of(i);
-          expected[i] = (static_cast<float>(pixels[i]) - subtracted) * options.scale;
-        }
-        std::vector<float> out(pixels.size());
-        crema::sample_rng unused(1, 0, 0);
-        const crema::caffe_transform plain(options);
-        plain(image, std::span<float>(out), unused);
-        CHECK(same_bits(out, expected));
+      "with no mean, a channel's mean and a mean image, with every instruction set the "
+      "processor has") {
+    using isa = crema::detail::byte_row_isa;
+    const isa best = crema::detail::best_byte_row_isa();
+    std::vector<isa> kinds{isa::plain};
+    if (best >= isa::sse2) kinds.push_back(isa::sse2);
+    if (best >= isa::avx2) kinds.push_back(isa::avx2);
+    MESSAGE("the byte rows run with " << kinds.size() << " instruction sets here");
+    struct restore {
+      ~restore() { crema::detail::byte_rows().store(crema::detail::best_byte_row_isa()); }
+    } restored;
+    for (const isa kind : kinds) {
+      crema::detail::byte_rows().store(kind);
+      for (std::size_t row_width = 1; row_width <= 70; ++row_width) {
+        for (int mean = 0; mean < 3; ++mean) {
+          CAPTURE(static_cast<int>(kind));
+          CAPTURE(row_width);
+          CAPTURE(mean);
+          std::vector<std::uint8_t> pixels(2 * row_width);
+          for (std::size_t i = 0; i < pixels.size(); ++i) {
+            pixels[i] = static_cast<std::uint8_t>(i * 7 + 3);
+          }
+          const auto image =
+              crema::image_view<std::uint8_t>::planar(pixels.data(), 1, 2, row_width);
+          crema::caffe_transform_options options{.training = true, .scale = 0.017f};
+          auto mean_of = [](std::size_t i) { return static_cast<float>(i % 13) * 9.5f; };
+          if (mean == 1) options.mean_values = {104.5f};
+          if (mean == 2) {
+            auto image_mean = std::make_shared<crema::blob>();
+            image_mean->shape = {1, 1, 2, static_cast<std::int64_t>(row_width)};
+            for (std::size_t i = 0; i < pixels.size(); ++i) image_mean->data.push_back(mean_of(i));
+            options.mean_file = image_mean;
+          }
+          std::vector<float> expected(pixels.size());
+          for (std::size_t i = 0; i < pixels.size(); ++i) {
+            const float subtracted = mean == 0 ? 0.0f : mean == 1 ? 104.5f : mean_of(i);
+            expected[i] = (static_cast<float>(pixels[i]) - subtracted) * options.scale;
+          }
+          std::vector<float> out(pixels.size());
+          crema::sample_rng unused(1, 0, 0);
+          const crema::caffe_transform plain(options);
+          plain(image, std::span<float>(out), unused);
+          CHECK(same_bits(out, expected));
 
-        options.mirror = true;
-        std::uint64_t position = 0;  // a record whose draw mirrors it
-        while (crema::sample_rng(1, 0, position).below(2) != 1) ++position;
-        crema::sample_rng mirrors(1, 0, position);
-        const crema::caffe_transform mirroring(options);
-        mirroring(image, std::span<float>(out), mirrors);
-        for (std::size_t h = 0; h < 2; ++h) {
-          std::reverse(expected.begin() + static_cast<std::ptrdiff_t>(h * row_width),
-                       expected.begin() + static_cast<std::ptrdiff_t>((h + 1) * row_width));
+          options.mirror = true;
+          std::uint64_t position = 0;  // a record whose draw mirrors it
+          while (crema::sample_rng(1, 0, position).below(2) != 1) ++position;
+          crema::sample_rng mirrors(1, 0, position);
+          const crema::caffe_transform mirroring(options);
+          mirroring(image, std::span<float>(out), mirrors);
+          for (std::size_t h = 0; h < 2; ++h) {
+            std::reverse(expected.begin() + static_cast<std::ptrdiff_t>(h * row_width),
+                         expected.begin() + static_cast<std::ptrdiff_t>((h + 1) * row_width));
+          }
+          CHECK(same_bits(out, expected));
         }
-        CHECK(same_bits(out, expected));
       }
     }
   }
