@@ -15,8 +15,7 @@
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
-#include "common/ratio_report.hpp"
-#include "gpu/gpu_machine.hpp"
+#include "gpu/gpu_benchmark.hpp"
 #include "gpu/kernels.hpp"
 
 #include <benchmark/benchmark.h>
@@ -35,6 +34,8 @@
 namespace {
 
 namespace gpu = crema::bench::gpu;
+using gpu::device_memory;
+using gpu::pinned_memory;
 
 using batch_type = crema::cuda::device_batch<float>;
 constexpr std::size_t batch_size = 64;
@@ -44,29 +45,6 @@ constexpr std::size_t data_bytes = batch_size * record_elements * sizeof(float);
 constexpr std::size_t label_bytes = batch_size * sizeof(float);
 constexpr std::size_t batch_bytes = data_bytes + label_bytes;
 constexpr int batches_per_round = 32;  // one benchmark iteration; the host waits once a round
-
-struct device_memory {
-  void* data = nullptr;
-  explicit device_memory(std::size_t bytes) {
-    CREMA_CUDA_TRY(cudaMalloc(&data, bytes));
-    CREMA_CUDA_TRY(cudaMemset(data, 0, bytes));
-  }
-  ~device_memory() { (void)cudaFree(data); }
-  device_memory(const device_memory&) = delete;
-  device_memory& operator=(const device_memory&) = delete;
-  [[nodiscard]] float* floats() const { return static_cast<float*>(data); }
-};
-
-struct pinned_memory {
-  void* data = nullptr;
-  explicit pinned_memory(std::size_t bytes) {
-    CREMA_CUDA_TRY(cudaHostAlloc(&data, bytes, cudaHostAllocDefault));
-    std::fill_n(static_cast<float*>(data), bytes / sizeof(float), 1.0f);
-  }
-  ~pinned_memory() { (void)cudaFreeHost(data); }
-  pinned_memory(const pinned_memory&) = delete;
-  pinned_memory& operator=(const pinned_memory&) = delete;
-};
 
 // A CUDA event that keeps time, for the waits on the consumer's stream.
 class timing_event {
@@ -281,14 +259,8 @@ BENCHMARK(raw_overlap)->Name("baseline/overlap")->UseRealTime()->Unit(benchmark:
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto gpu_found = crema::bench::describe_gpu();
-  if (!gpu_found) {
-    fmt::print("crema-test-skip: no CUDA device; GPU benchmarks need one\n");
-    return 3;
-  }
-  benchmark::AddCustomContext("gpu", crema::bench::describe(*gpu_found));
-  return crema::bench::run_with_ratios(
-      argc, argv, "device_batches on a GPU", [&](const crema::bench::ratio_reporter& reporter) {
+  return crema::bench::gpu::run_on_gpu(
+      argc, argv, "device_batches on a GPU", [](const crema::bench::ratio_reporter& reporter) {
         const auto bandwidth = [&](const char* name) {
           const double nanoseconds = reporter.nanoseconds(name);
           return nanoseconds > 0
@@ -307,7 +279,5 @@ int main(int argc, char** argv) {
             "{:.2f}% of its time (target < 5%)\n",
             reporter.counter(overlap, "step_ms"), reporter.counter(overlap, "upload_ms"),
             100.0 * reporter.counter(overlap, "stream_wait_fraction"));
-        const auto after = crema::bench::describe_gpu();
-        fmt::print("gpu: {}\n", crema::bench::describe(after ? *after : *gpu_found));
       });
 }

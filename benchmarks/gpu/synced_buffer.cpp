@@ -9,8 +9,7 @@
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/cuda/synced_buffer.hpp>
 
-#include "common/ratio_report.hpp"
-#include "gpu/gpu_machine.hpp"
+#include "gpu/gpu_benchmark.hpp"
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -39,27 +38,9 @@ void count_bytes(benchmark::State& state) {
                           static_cast<std::int64_t>(bytes_of(state)));
 }
 
-// Raw memory for the baselines, written once so that no first touch is timed.
-struct pinned_memory {
-  void* data = nullptr;
-  explicit pinned_memory(std::size_t bytes) {
-    CREMA_CUDA_TRY(cudaHostAlloc(&data, bytes, cudaHostAllocDefault));
-    std::memset(data, 1, bytes);
-  }
-  ~pinned_memory() { (void)cudaFreeHost(data); }
-  pinned_memory(const pinned_memory&) = delete;
-  pinned_memory& operator=(const pinned_memory&) = delete;
-};
-struct device_memory {
-  void* data = nullptr;
-  explicit device_memory(std::size_t bytes) {
-    CREMA_CUDA_TRY(cudaMalloc(&data, bytes));
-    CREMA_CUDA_TRY(cudaMemset(data, 0, bytes));
-  }
-  ~device_memory() { (void)cudaFree(data); }
-  device_memory(const device_memory&) = delete;
-  device_memory& operator=(const device_memory&) = delete;
-};
+using crema::bench::gpu::device_memory;
+using crema::bench::gpu::pinned_memory;
+
 // A user's buffer: on the heap, 16 bytes past the allocator's alignment.
 struct pageable_memory {
   std::vector<std::byte> storage;
@@ -191,14 +172,8 @@ double gigabytes_per_second(const crema::bench::ratio_reporter& reporter, const 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto gpu = crema::bench::describe_gpu();
-  if (!gpu) {
-    fmt::print("crema-test-skip: no CUDA device; GPU benchmarks need one\n");
-    return 3;
-  }
-  benchmark::AddCustomContext("gpu", crema::bench::describe(*gpu));
-  return crema::bench::run_with_ratios(
-      argc, argv, "synced_buffer on a GPU", [&](const crema::bench::ratio_reporter& reporter) {
+  return crema::bench::gpu::run_on_gpu(
+      argc, argv, "synced_buffer on a GPU", [](const crema::bench::ratio_reporter& reporter) {
         fmt::print("\nbandwidth, GB/s (crema / raw pinned; target >= 0.97 from 16 MiB up)\n");
         fmt::print("{:>8} {:>22} {:>22} {:>9} {:>9} {:>9}\n", "MiB", "upload crema/raw",
                    "download crema/raw", "up ratio", "down", "pageable up/down");
@@ -218,8 +193,5 @@ int main(int argc, char** argv) {
         const double fresh_ns = reporter.nanoseconds("reference/fresh_pinned_buffer/16/real_time");
         fmt::print("a fresh 16 MiB pinned buffer (cudaHostAlloc + cudaFreeHost): {:.2f} ms\n",
                    fresh_ns / 1e6);
-        // Read after the copies, while the link is still up to speed.
-        const auto after = crema::bench::describe_gpu();
-        fmt::print("gpu: {}\n", crema::bench::describe(after ? *after : *gpu));
       });
 }

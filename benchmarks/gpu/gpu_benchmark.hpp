@@ -1,0 +1,64 @@
+#pragma once
+
+// What the GPU benchmarks share: raw CUDA memory for their baselines, and a main that runs them
+// where there is a GPU and names it beside the figures.
+
+#include <crema/core/cuda/cuda_try.hpp>
+
+#include "common/ratio_report.hpp"
+#include "gpu/gpu_machine.hpp"
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+#include <fmt/core.h>
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+namespace crema::bench::gpu {
+
+// cudaMalloc'd memory, zeroed once so that no first touch is timed.
+struct device_memory {
+  void* data = nullptr;
+  explicit device_memory(std::size_t bytes) {
+    CREMA_CUDA_TRY(cudaMalloc(&data, bytes));
+    CREMA_CUDA_TRY(cudaMemset(data, 0, bytes));
+  }
+  ~device_memory() { (void)cudaFree(data); }
+  device_memory(const device_memory&) = delete;
+  device_memory& operator=(const device_memory&) = delete;
+  [[nodiscard]] float* floats() const { return static_cast<float*>(data); }
+};
+
+// cudaHostAlloc'd (pinned) memory, written once.
+struct pinned_memory {
+  void* data = nullptr;
+  explicit pinned_memory(std::size_t bytes) {
+    CREMA_CUDA_TRY(cudaHostAlloc(&data, bytes, cudaHostAllocDefault));
+    std::memset(data, 1, bytes);
+  }
+  ~pinned_memory() { (void)cudaFreeHost(data); }
+  pinned_memory(const pinned_memory&) = delete;
+  pinned_memory& operator=(const pinned_memory&) = delete;
+};
+
+// The benchmarks' main: exits 3 (after the line CTest reads as "skipped") where there is no GPU;
+// else runs the registered benchmarks with their ratios, then `epilogue(reporter)`, then names
+// the GPU as it is after the runs (a PCIe link idles at a lower speed until used).
+template <class Epilogue>
+int run_on_gpu(int argc, char** argv, std::string_view title, Epilogue epilogue) {
+  const auto gpu = describe_gpu();
+  if (!gpu) {
+    fmt::print("crema-test-skip: no CUDA device; GPU benchmarks need one\n");
+    return 3;
+  }
+  benchmark::AddCustomContext("gpu", describe(*gpu));
+  return run_with_ratios(argc, argv, title, [&](const ratio_reporter& reporter) {
+    epilogue(reporter);
+    const auto after = describe_gpu();
+    fmt::print("gpu: {}\n", describe(after ? *after : *gpu));
+  });
+}
+
+}  // namespace crema::bench::gpu
