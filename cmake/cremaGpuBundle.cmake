@@ -22,9 +22,11 @@ set(crema_bundle_dir "${PROJECT_BINARY_DIR}/bundle")
 set(crema_bundle_tests crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests)
 set(crema_bundle_programs ${crema_bundle_tests} crema-gpu-info crema-gpu-bench-synced_buffer
     crema-gpu-bench-device_batches)
-if(TARGET crema-gpu-bench-data_layer)
-  list(APPEND crema_bundle_programs crema-gpu-bench-data_layer)
-endif()
+foreach(optional IN ITEMS crema-gpu-bench-data_layer crema-cuda-demo)  # where LMDB is found
+  if(TARGET ${optional})
+    list(APPEND crema_bundle_programs ${optional})
+  endif()
+endforeach()
 
 set(bundle_files "")
 foreach(program IN LISTS crema_bundle_programs)

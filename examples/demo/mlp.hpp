@@ -23,6 +23,8 @@ class mlp {
       : inputs_(inputs), hidden_(hidden), classes_(classes) {}
 
   [[nodiscard]] std::size_t inputs() const noexcept { return inputs_; }
+  [[nodiscard]] std::size_t hidden() const noexcept { return hidden_; }
+  [[nodiscard]] std::size_t classes() const noexcept { return classes_; }
   [[nodiscard]] std::size_t parameters() const noexcept {
     return layer_sizes()[0] + layer_sizes()[1];
   }

@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace demo {
@@ -88,6 +89,19 @@ class participant {
   // The trained parameters, downloaded.
   std::span<const float> trained_parameters() const { return parameters_.host(); }
 
+  // One step's gradients of the mean loss over `batch`, into the device gradients, calling
+  // `layer_done(l)` as soon as layer l's bucket is final; returns the loss.
+  template <class LayerDone>
+  float compute_gradients(const crema::device_batch<float>& batch, const mlp& model,
+                          LayerDone&& layer_done) {
+    const auto data = batch.data.device();  // uploaded by a producer; waits if still going
+    const auto labels = batch.labels.device();
+    return model.gradients(device_parameters(), data.data(), labels.data(), batch.size(),
+                           device_gradients(), scratch_, std::forward<LayerDone>(layer_done));
+  }
+  // Caffe's SGD step with the gradients in this solver's (the root's) buffers.
+  void update(float rate, const settings& s);
+
   // A batch on this device, made once per pipeline slot; the producers' uploads go on this
   // device's copy stream.
   crema::device_batch<float> make_batch(std::size_t batch_size, crema::record_shape shape) {
@@ -107,6 +121,7 @@ class participant {
   crema::synced_buffer<float> parameters_;
   crema::synced_buffer<float> gradients_;
   crema::synced_buffer<float> history_;
+  mlp::scratch scratch_;
 };
 
 using participants = std::vector<std::unique_ptr<participant>>;
@@ -145,8 +160,10 @@ inline void print_model(const mlp& model, const settings& s) {
       model.inputs(), s.hidden, classes, model.parameters(), s.steps, s.participants, s.batch);
 }
 
-// The pipeline's batch transform: Caffe's data layer into this process's participants' devices.
-inline auto batcher_for(participants& local) {
+// The pipeline's batch transform: Caffe's data layer into this process's participants' devices
+// (emulated ones, or GPUs).
+template <class Participant>
+auto batcher_for(std::vector<std::unique_ptr<Participant>>& local) {
   auto make = [&local](const crema::batch_context& where, crema::record_shape shape) {
     return local.at(where.consumer)->make_batch(where.batch_size, shape);
   };
@@ -171,41 +188,40 @@ inline void sgd_update(std::span<float> w, std::span<const float> g, std::span<f
   }
 }
 
+inline void participant::update(float rate, const settings& s) {
+  sgd_update(device_parameters(), device_gradients(), device_history(), rate, s);
+}
+
 // Trains the participants `local` (global numbers first, first + 1, ...) for s.steps steps on
 // batches from `pipe`, one thread each; `bar` (the root's process only) shows the progress. A
 // participant that fails aborts the sync, so the others stop too; the first failure is thrown.
-template <class Sync, class Pipeline>
-void train(Sync& sync, Pipeline& pipe, participants& local, std::size_t first, const mlp& model,
-           const settings& s, progress_bar* bar) {
+// A Participant is `participant` here, on an emulated device, or `cuda_participant` on a GPU
+// (demo/cuda_solver.cuh): each computes its gradients and its SGD step where its buffers are.
+template <class Sync, class Pipeline, class Participant>
+void train(Sync& sync, Pipeline& pipe, std::vector<std::unique_ptr<Participant>>& local,
+           std::size_t first, const mlp& model, const settings& s, progress_bar* bar) {
   std::vector<std::atomic<float>> losses(local.size());
   std::mutex failure_mutex;
   std::exception_ptr failure;
   auto solve = [&](std::size_t i) {
     const std::size_t me = first + i;
     const bool root = me == sync.root();
-    participant& mine = *local[i];
-    const std::span<float> w = mine.device_parameters();
-    const std::span<float> g = mine.device_gradients();
-    const std::span<float> v = root ? mine.device_history() : std::span<float>{};
+    Participant& mine = *local[i];
     auto consumer = pipe.consumer(i);
-    mlp::scratch scratch;
     const auto bucket_done = [&](std::size_t layer) {
       if (layer + 1 < sync.buckets()) sync.on_bucket_ready(me, layer);  // the last: below
     };
     for (std::size_t step = 1; step <= s.steps; ++step) {
-      sync.on_start(me);  // the root's parameters arrive in w
+      sync.on_start(me);  // the root's parameters arrive in this solver's
       {
         const auto batch = consumer.pull();
-        const auto data = batch->data.device();  // uploaded by a producer; waits if still going
-        const auto labels = batch->labels.device();
-        losses[i].store(
-            model.gradients(w, data.data(), labels.data(), batch->size(), g, scratch, bucket_done),
-            std::memory_order_relaxed);
+        losses[i].store(mine.compute_gradients(*batch, model, bucket_done),
+                        std::memory_order_relaxed);
       }                             // the slot goes back to the producers
-      sync.on_gradients_ready(me);  // the root returns with the average of every g in its own
+      sync.on_gradients_ready(me);  // the root returns with the average of every gradient
       if (!root) continue;
       const float done = static_cast<float>(step - 1) / static_cast<float>(s.steps);
-      sgd_update(w, g, v, s.learning_rate * (1.0f - done), s);
+      mine.update(s.learning_rate * (1.0f - done), s);
       if (bar != nullptr) {
         float loss = 0.0f;
         for (const auto& l : losses) loss += l.load(std::memory_order_relaxed);

@@ -44,6 +44,12 @@ echo "$(basename "$0") $*" >>"$STUB_LOG"
 echo "ratio = crema / baseline"
 EOF
 done
+cat >"$work/bundle/bin/crema-cuda-demo" <<'EOF'
+#!/usr/bin/env bash
+echo "crema-cuda-demo $*" >>"$STUB_LOG"
+echo "test accuracy: ${STUB_ACCURACY:-0.950}"
+[[ ${STUB_ACCURACY:-0.950} > 0.900 ]]
+EOF
 cat >"$work/path/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
 echo "compute-sanitizer $*" >>"$STUB_LOG"
@@ -100,6 +106,12 @@ expect all_pass "no sanitizer over the CPU-only tests" \
 expect all_pass "both benchmarks, with their JSON" \
   test "$(grep -c -- '--benchmark_out=' "$work/all_pass.log")" -eq 2
 expect all_pass "summary.json says PASS" grep -q '"verdict": "PASS"' "$work/results/summary.json"
+expect all_pass "the demo's accuracy in the summary" \
+  grep -q '^gpu-bundle: PASS .*demo: test accuracy 0.950' "$work/all_pass.out"
+
+run_case demo_below_expectation 1 STUB_ACCURACY=0.412
+expect demo_below_expectation "the demo named with its accuracy" \
+  grep -q 'FAILED: crema-cuda-demo: exit 1, test accuracy 0.412' "$work/demo_below_expectation.out"
 
 run_case skipped_for_want_of_a_device 1 STUB_SKIP_NO_DEVICE=crema_cuda_kernel_tests
 expect skipped_for_want_of_a_device "the program named" \
@@ -124,7 +136,8 @@ expect no_device "no test run" test ! -s "$work/no_device.log"
 run_case no_device_ok 0 STUB_DEVICE=0 STUB_SKIP_NO_DEVICE=crema_cuda_tests -- --no-device-ok
 expect no_device_ok "tests run, no sanitizer, no benchmark" \
   bash -c "grep -q '^crema_cuda_tests' '$work/no_device_ok.log' &&
-           ! grep -q -e '^compute-sanitizer' -e '^crema-gpu-bench' '$work/no_device_ok.log'"
+           ! grep -q -e '^compute-sanitizer' -e '^crema-gpu-bench' -e '^crema-cuda-demo' \
+             '$work/no_device_ok.log'"
 
 rm "$work/path/compute-sanitizer"
 if [[ -e /usr/local/cuda/bin/compute-sanitizer ||

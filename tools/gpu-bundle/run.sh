@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # crema's GPU test bundle: runs every CUDA test, then compute-sanitizer's memcheck, racecheck and
-# synccheck over the tests that touch the GPU, then the GPU benchmarks; prints one summary line
+# synccheck over the tests that touch the GPU, then crema-cuda-demo (the main job on the GPU: it
+# must reach its test accuracy), then the GPU benchmarks; prints one summary line
 # and writes what it found under the results folder (summary.json, one log per step, the
 # benchmarks' JSON). Needs the GPU driver, NCCL (beside the CUDA toolkit, on LD_LIBRARY_PATH, or
 # in Python's nvidia-nccl wheel) and compute-sanitizer; nothing of the build machine.
 #
-#   run.sh [--results DIR] [--quick] [--no-sanitizers] [--no-benchmarks] [--no-device-ok]
+#   run.sh [--results DIR] [--quick] [--no-sanitizers] [--no-demo] [--no-benchmarks]
+#          [--no-device-ok] [--timeout SECONDS]
 #
 #   --results DIR     where logs and JSON go (default: ./gpu-bundle-results)
 #   --quick           benchmarks briefly, for a smoke run (their figures then mean little)
 #   --no-sanitizers   skip compute-sanitizer
+#   --no-demo         skip crema-cuda-demo
 #   --no-benchmarks   skip the benchmarks
 #   --no-device-ok    without a GPU, run what needs none and exit 0 (the build machine's check)
 #   --timeout SECONDS each program's run at most (default 300; a sanitizer's run counts as one)
@@ -22,6 +25,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=$PWD/gpu-bundle-results
 quick=0
 sanitizers=1
+demo=1
 benchmarks=1
 no_device_ok=0
 limit=300
@@ -31,6 +35,7 @@ while (($#)); do
     --results=*) results=${1#--results=} ;;
     --quick) quick=1 ;;
     --no-sanitizers) sanitizers=0 ;;
+    --no-demo) demo=0 ;;
     --no-benchmarks) benchmarks=0 ;;
     --no-device-ok) no_device_ok=1 ;;
     --timeout) limit=${2:?--timeout needs seconds}; shift ;;
@@ -173,6 +178,20 @@ if ((sanitizers && device)); then
   fi
 fi
 ((${#sanitized[@]})) && notes+=("$(IFS=,; echo "${sanitized[*]}" | sed 's/,/, /g')")
+
+# The main job on the GPU: crema-cuda-demo makes its databases, trains, and exits 1 below the
+# test accuracy it expects.
+if ((demo && device)) && [[ -x $here/bin/crema-cuda-demo ]]; then
+  log=$results/demo.log
+  (cd "$results" && timeout "$limit" "$here/bin/crema-cuda-demo" --progress=lines) >"$log" 2>&1
+  status=$?
+  accuracy=$(sed -n 's/^test accuracy: //p' "$log")
+  if ((status == 0)); then
+    notes+=("demo: test accuracy ${accuracy}")
+  else
+    fail "crema-cuda-demo: exit $status, test accuracy ${accuracy:-none}; $log"
+  fi
+fi
 
 # Benchmarks: medians of five runs, each figure beside its baseline in the same run.
 benchmarked=0
