@@ -25,20 +25,13 @@
 #include <numeric>
 #include <span>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 int main(int argc, char** argv) {
-  demo::command_line options;
-  try {
-    if (argc > 1 && std::string_view(argv[1]) == "--help") {
-      fmt::print("{}", demo::usage);
-      return 0;
-    }
-    options = demo::parse(std::span(argv, static_cast<std::size_t>(argc)));
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "crema-demo: {}\n", e.what());
-    return 2;
-  }
+  auto read = demo::read_command_line(argc, argv, "crema-demo");
+  if (const int* status = std::get_if<int>(&read)) return *status;
+  auto& options = std::get<demo::command_line>(read);
   const demo::settings& s = options.train;
   try {
     fmt::print("crema {}.{}.{} demo: a classifier of 10 shapes, {} solvers on emulated devices\n",

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <variant>
 
 namespace demo {
 
@@ -97,6 +98,23 @@ inline command_line parse(std::span<char* const> args) {
         "--participants, --batch, --steps, --hidden, --train and --test must be positive");
   }
   return line;
+}
+
+// The command line of `program` (crema-demo, crema-cuda-demo): the options, or, where it asks
+// for --help (usage printed) or is wrong (the error printed on stderr), the exit status to return
+// (0 or 2).
+inline std::variant<command_line, int> read_command_line(int argc, char** argv,
+                                                         std::string_view program) {
+  try {
+    if (argc > 1 && std::string_view(argv[1]) == "--help") {
+      fmt::print("{}", usage);
+      return 0;
+    }
+    return parse(std::span(argv, static_cast<std::size_t>(argc)));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return 2;
+  }
 }
 
 // The databases: made in `folder` unless the ones there were made with the same counts (a file
