@@ -78,14 +78,9 @@ int main(int argc, char** argv) {
                          demo::sync_options(model));
     demo::print_model(model, s);
 
-    crema::double_buffered_pipeline pipe{
-        crema::lmdb_source(folder / "train", {.permute = true, .seed = s.seed}),
-        demo::batcher_for(solvers), demo::pipeline_options_for(s, s.participants)};
-    demo::progress_bar bar(s.steps, s.participants * s.batch, options.progress);
-    demo::train(sync, pipe, solvers, 0, model, s, &bar);
-    pipe.stop();
-    fmt::print("trained in {:.1f} s on {} GPU(s)\n", bar.seconds(), s.participants);
-    fmt::print("pipeline: {}\n", pipe.stats());
+    const auto run = demo::train_on(folder / "train", sync, solvers, model, s, options.progress);
+    fmt::print("trained in {:.1f} s on {} GPU(s)\npipeline: {}\n", run.seconds, s.participants,
+               run.pipeline);
 
     const double accuracy =
         demo::test_accuracy(folder / "test", solvers[tree.root()]->trained_parameters(), model);

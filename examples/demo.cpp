@@ -56,20 +56,14 @@ int main(int argc, char** argv) {
         demo::sync_options(model));
     demo::print_model(model, s);
 
-    crema::double_buffered_pipeline pipe{
-        crema::lmdb_source(folder / "train", {.permute = true, .seed = s.seed}),
-        demo::batcher_for(solvers), demo::pipeline_options_for(s, s.participants)};
-    demo::progress_bar bar(s.steps, s.participants * s.batch, options.progress);
-    demo::train(sync, pipe, solvers, 0, model, s, &bar);
-    pipe.stop();
-    const double seconds = bar.seconds();
+    const auto run = demo::train_on(folder / "train", sync, solvers, model, s, options.progress);
 
     const auto& root = *solvers[tree.root()];
     const double accuracy = demo::test_accuracy(folder / "test", root.trained_parameters(), model);
     const auto transfers = root.device().stats();
-    fmt::print("trained in {:.1f} s; the root's device: {} uploads, {} download\n", seconds,
+    fmt::print("trained in {:.1f} s; the root's device: {} uploads, {} download\n", run.seconds,
                transfers.uploads, transfers.downloads);
-    fmt::print("pipeline: {}\n", pipe.stats());
+    fmt::print("pipeline: {}\n", run.pipeline);
     return demo::report(options, accuracy, "crema-demo");
   } catch (const std::exception& e) {
     fmt::print(stderr, "crema-demo: {}\n", e.what());

@@ -251,6 +251,26 @@ void train(Sync& sync, Pipeline& pipe, std::vector<std::unique_ptr<Participant>>
   if (failure) std::rethrow_exception(failure);
 }
 
+struct training_run {
+  double seconds = 0;
+  crema::pipeline_stats pipeline;
+};
+
+// Trains all of this process's `solvers` (participants 0, 1, ...) on the database `train_db`
+// through one pipeline that deals its batches to them, with a progress bar in `style`.
+template <class Sync, class Participant>
+training_run train_on(const std::filesystem::path& train_db, Sync& sync,
+                      std::vector<std::unique_ptr<Participant>>& solvers, const mlp& model,
+                      const settings& s, progress_style style) {
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(train_db, {.permute = true, .seed = s.seed}), batcher_for(solvers),
+      pipeline_options_for(s, solvers.size())};
+  progress_bar bar(s.steps, solvers.size() * s.batch, style);
+  train(sync, pipe, solvers, 0, model, s, &bar);
+  pipe.stop();
+  return {bar.seconds(), pipe.stats()};
+}
+
 // The fraction of the test database that `w` classifies right, read by a single-pass pipeline
 // that crops the centre and never mirrors.
 inline double test_accuracy(const std::filesystem::path& test, std::span<const float> w,
