@@ -54,6 +54,12 @@ cat >"$work/path/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
 echo "compute-sanitizer $*" >>"$STUB_LOG"
 [[ " $* " == *" --tool ${STUB_SANITIZER_FINDS:-none} "* ]] && exit 86
+[[ ${STUB_SANITIZER_SILENT:-0} == 1 ]] && exit 0
+if [[ " $* " == *" --tool racecheck "* ]]; then
+  echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+else
+  echo "========= ERROR SUMMARY: 0 errors"
+fi
 exit 0
 EOF
 chmod +x "$work"/bundle/bin/* "$work/path/compute-sanitizer" "$work/bundle/run.sh"
@@ -106,6 +112,8 @@ expect all_pass "no sanitizer over the CPU-only tests" \
 expect all_pass "both benchmarks, with their JSON" \
   test "$(grep -c -- '--benchmark_out=' "$work/all_pass.log")" -eq 2
 expect all_pass "summary.json says PASS" grep -q '"verdict": "PASS"' "$work/results/summary.json"
+expect all_pass "summary.json is JSON" python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
+  "$work/results/summary.json"
 expect all_pass "the demo's accuracy in the summary" \
   grep -q '^gpu-bundle: PASS .*demo: test accuracy 0.950' "$work/all_pass.out"
 
@@ -129,6 +137,10 @@ expect failing_test "the program named" grep -q 'FAILED: crema_thrust_cpu_tests'
 run_case racecheck_finds 1 STUB_SANITIZER_FINDS=racecheck
 expect racecheck_finds "racecheck named as failed, memcheck as ok" \
   grep -q 'memcheck ok, racecheck FAILED, synccheck ok' "$work/racecheck_finds.out"
+
+run_case sanitizer_without_summary 1 STUB_SANITIZER_SILENT=1
+expect sanitizer_without_summary "said so" \
+  grep -q 'no clean summary' "$work/sanitizer_without_summary.out"
 
 run_case no_device 3 STUB_DEVICE=0
 expect no_device "no test run" test ! -s "$work/no_device.log"

@@ -165,9 +165,13 @@ if ((sanitizers && device)); then
             --report-api-errors "$api" "$here/bin/$test" --no-version "${filter[@]}" \
             >"$log" 2>&1
           status=$?
+          # A clean run says so; a sanitizer that could not do its work may still exit 0.
           if ((status != 0)); then
             tool_ok=0
             fail "$tool over $test ($part): exit $status; $log"
+          elif ! grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
+            tool_ok=0
+            fail "$tool over $test ($part): no clean summary in $log"
           fi
         done
       done
@@ -183,7 +187,7 @@ fi
 # test accuracy it expects.
 if ((demo && device)) && [[ -x $here/bin/crema-cuda-demo ]]; then
   log=$results/demo.log
-  (cd "$results" && timeout "$limit" "$here/bin/crema-cuda-demo" --progress=lines) >"$log" 2>&1
+  timeout "$limit" "$here/bin/crema-cuda-demo" --progress=lines >"$log" 2>&1
   status=$?
   accuracy=$(sed -n 's/^test accuracy: //p' "$log")
   if ((status == 0)); then
@@ -223,14 +227,17 @@ line="gpu-bundle: ${verdict} · $(IFS='|'; echo "${notes[*]}" | sed 's/|/ · /g'
 [[ -n $gpu ]] && line+=" · ${gpu}"
 line+=" · results in ${results}"
 
+json_string() {  # the argument as a JSON string
+  local text=${1//\\/\\\\}
+  printf '"%s"' "${text//\"/\\\"}"
+}
 json_list() {  # the arguments as a JSON array of strings
   local first=1 item
   printf '['
   for item in "$@"; do
     ((first)) || printf ', '
     first=0
-    item=${item//\\/\\\\}
-    printf '"%s"' "${item//\"/\\\"}"
+    json_string "$item"
   done
   printf ']'
 }
@@ -238,7 +245,7 @@ json_list() {  # the arguments as a JSON array of strings
   printf '{"verdict": "%s", "device": %s, ' "$verdict" "$([[ $device == 1 ]] && echo true || echo false)"
   printf '"tests": {"passed": %d, "failed": %d, "skipped": %d}, ' "$passed" "$failed" "$skipped"
   printf '"sanitizers": %s, "benchmarks_run": %d, ' "$(json_list "${sanitized[@]}")" "$benchmarked"
-  printf '"failures": %s, "summary": %s}\n' "$(json_list "${failures[@]}")" "$(json_list "$line")"
+  printf '"failures": %s, "summary": %s}\n' "$(json_list "${failures[@]}")" "$(json_string "$line")"
 } >"$results/summary.json"
 
 echo
