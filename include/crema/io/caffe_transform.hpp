@@ -146,35 +146,16 @@ class caffe_transform {
     const auto isa = detail::byte_rows().load(std::memory_order_relaxed);
     for (std::size_t c = 0; c < shape.channels; ++c) {
       const float channel_mean = mean_of_channel(c);
-#if defined(CREMA_TRANSFORM_AVX2)
-      if constexpr (std::is_same_v<T, std::uint8_t>) {
-        if (in.column_stride == 1 && isa == detail::byte_row_isa::avx2) {
-          const T* from = in.data + c * in.channel_stride + dy * in.row_stride + dx;
-          float* to = out.data() + c * shape.height * shape.width;
-          const auto plane = [&]<bool PerPixelMean>(const float* mean, std::size_t mean_stride) {
-            (mirror ? byte_plane_avx2<PerPixelMean, true> : byte_plane_avx2<PerPixelMean, false>)(
-                from, in.row_stride, mean, mean_stride, to, shape.width, shape.height, scale);
-          };
-          if (mean_image != nullptr) {
-            plane.template operator()<true>(mean_image + (c * in.height + dy) * in.width + dx,
-                                            in.width);
-          } else {
-            plane.template operator()<false>(&channel_mean, 0);
-          }
-          continue;
-        }
-      }
-#endif
-      for (std::size_t h = 0; h < shape.height; ++h) {
-        const T* from =
-            in.data + c * in.channel_stride + (h + dy) * in.row_stride + dx * in.column_stride;
-        float* to = out.data() + (c * shape.height + h) * shape.width;
-        if (mean_image != nullptr) {
-          const float* mean = mean_image + (c * in.height + h + dy) * in.width + dx;
-          row<true>(from, in.column_stride, mean, to, shape.width, scale, mirror, isa);
-        } else {
-          row<false>(from, in.column_stride, &channel_mean, to, shape.width, scale, mirror, isa);
-        }
+      const T* from =
+          in.data + c * in.channel_stride + dy * in.row_stride + dx * in.column_stride;
+      float* to = out.data() + c * shape.height * shape.width;
+      if (mean_image != nullptr) {
+        plane<true>(from, in.row_stride, in.column_stride,
+                    mean_image + (c * in.height + dy) * in.width + dx, in.width, to, shape.width,
+                    shape.height, scale, mirror, isa);
+      } else {
+        plane<false>(from, in.row_stride, in.column_stride, &channel_mean, 0, to, shape.width,
+                     shape.height, scale, mirror, isa);
       }
     }
   }
@@ -182,6 +163,29 @@ class caffe_transform {
   [[nodiscard]] const caffe_transform_options& options() const noexcept { return options_; }
 
  private:
+  // A channel's `height` output rows, `width` values each, from rows `from_stride` apart; the
+  // mean is the mean image's first row of the crop (`mean_stride` apart) or the channel's mean.
+  // Bytes of unit stride go to AVX2 planes where `isa` allows, else row by row.
+  template <bool PerPixelMean, class T>
+  static void plane(const T* from, std::size_t from_stride, std::size_t step, const float* mean,
+                    std::size_t mean_stride, float* to, std::size_t width, std::size_t height,
+                    float scale, bool mirror, detail::byte_row_isa isa) noexcept {
+#if defined(CREMA_TRANSFORM_AVX2)
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+      if (step == 1 && isa == detail::byte_row_isa::avx2) {
+        return mirror ? byte_plane_avx2<PerPixelMean, true>(from, from_stride, mean, mean_stride,
+                                                            to, width, height, scale)
+                      : byte_plane_avx2<PerPixelMean, false>(from, from_stride, mean, mean_stride,
+                                                             to, width, height, scale);
+      }
+    }
+#endif
+    for (std::size_t h = 0; h < height; ++h) {
+      row<PerPixelMean>(from + h * from_stride, step, PerPixelMean ? mean + h * mean_stride : mean,
+                        to + h * width, width, scale, mirror, isa);
+    }
+  }
+
   // One output row: `width` values `(from[w * step] - mean) * scale`, reversed when mirrored,
   // where the mean is `mean[w]` (a mean image's row) or `*mean` (a channel's). The unit-stride
   // cases (channel-first records) are written apart so that they vectorize.
