@@ -14,7 +14,6 @@
 
 #include "caffe_data_layer/shape.hpp"
 #include "gpu/gpu_benchmark.hpp"
-#include "gpu/kernels.hpp"
 
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
@@ -68,12 +67,7 @@ void data_layer(benchmark::State& state, const dataset& set) {
   const auto pass = [&] {
     for (std::size_t read = 0; read < db.records();) {
       auto batch = consumer.pull();
-      const auto data = batch->data.device(compute);  // compute waits for the upload
-      (void)batch->labels.device(compute);
-      gpu::touch_records(data.data(), output_elements(set), batch->size(), sink.floats(),
-                         compute.native_handle());
-      read += batch->size();
-      batch.release_after(compute.record());
+      read += gpu::touch_and_release(batch, compute, sink.floats());
     }
     compute.synchronize();
   };

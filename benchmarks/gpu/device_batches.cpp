@@ -166,11 +166,7 @@ void crema_deliver(benchmark::State& state) {
   const auto round = [&] {
     for (int i = 0; i < batches_per_round; ++i) {
       auto batch = consumer.pull();
-      const auto data = batch->data.device(compute);  // compute waits for the upload
-      (void)batch->labels.device(compute);
-      gpu::touch_records(data.data(), record_elements, batch->size(), sink.floats(),
-                         compute.native_handle());
-      batch.release_after(compute.record());
+      (void)gpu::touch_and_release(batch, compute, sink.floats());
     }
     compute.synchronize();
   };

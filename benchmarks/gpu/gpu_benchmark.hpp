@@ -4,9 +4,11 @@
 // where there is a GPU and names it beside the figures.
 
 #include <crema/core/cuda/cuda_try.hpp>
+#include <crema/memory/cuda/cuda_stream.hpp>
 
 #include "common/ratio_report.hpp"
 #include "gpu/gpu_machine.hpp"
+#include "gpu/kernels.hpp"
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -42,6 +44,19 @@ struct pinned_memory {
   pinned_memory(const pinned_memory&) = delete;
   pinned_memory& operator=(const pinned_memory&) = delete;
 };
+
+// The consumer's step that costs nothing, on a lease of a CUDA device_batch: `compute` waits for
+// the batch's uploads (the host does not), a kernel reads each record's first value into `sink`,
+// and the slot goes back once that kernel is done. Returns the records the batch held.
+template <class Lease>
+std::size_t touch_and_release(Lease& batch, crema::cuda_stream& compute, float* sink) {
+  const auto data = batch->data.device(compute);
+  (void)batch->labels.device(compute);
+  const std::size_t records = batch->size();
+  touch_records(data.data(), batch->shape().elements(), records, sink, compute.native_handle());
+  batch.release_after(compute.record());
+  return records;
+}
 
 // The benchmarks' main: exits 3 (after the line CTest reads as "skipped") where there is no GPU;
 // else runs the registered benchmarks with their ratios, then `epilogue(reporter)`, then names
