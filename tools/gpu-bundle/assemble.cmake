@@ -41,6 +41,10 @@ foreach(library IN LISTS resolved)
   file(COPY_FILE "${target}" "${bundle}/lib/${name}")
 endforeach()
 
+# The same list for whoever checks the bundle (check_relocatable.sh): one pattern a line.
+list(JOIN provided "\n" provided_lines)
+file(WRITE "${bundle}/PROVIDED" "${provided_lines}\n")
+
 configure_file("${source}/tools/gpu-bundle/run.sh" "${bundle}/run.sh" COPYONLY)
 file(CHMOD "${bundle}/run.sh" PERMISSIONS
   OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)

@@ -17,7 +17,9 @@ cp -a "$bundle" "$work/bundle"
 copy=$work/bundle
 problems=0
 
-provided='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libutil|libcuda|libnvidia-ml|libnccl)\.so'
+# What the GPU machine provides, as assemble.cmake left it: one pattern a line.
+[[ -s $copy/PROVIDED ]] || { echo "check_relocatable: no PROVIDED list in the bundle"; exit 1; }
+provided="($(paste -sd'|' "$copy/PROVIDED"))"
 # ldd of a program lists everything the process loads, its libraries' own needs included (a
 # library that lib/ holds is loaded from there once, for every one that needs it).
 for file in "$copy"/bin/*; do
