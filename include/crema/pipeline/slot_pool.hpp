@@ -2,6 +2,7 @@
 
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/index_stack.hpp>
 #include <crema/core/error.hpp>
 
 #include <atomic>
@@ -9,9 +10,10 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <limits>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace crema {
 namespace detail {
@@ -63,6 +65,11 @@ struct acquired_slot {
 /// at construction, and reused, never reallocated. `stop()` resumes every waiter with no slot and
 /// makes every later `acquire()` return none.
 ///
+/// Free slots are taken last in, first out: an acquirer gets the slot released most recently,
+/// whose memory is the likeliest to be in the cache still. Where fewer slots are in use than the
+/// pool holds (a consumer that keeps up), the same few go round and the others stay cold, so a
+/// large pool costs memory, not cache.
+///
 /// `acquire`, `release` and `stop` are thread-safe and lock-free (the queues may allocate a block
 /// now and then); `release` may briefly spin while a waiter finishes registering itself.
 /// @tparam Slot     the slot type; default-constructible is not required (see the constructor)
@@ -73,14 +80,17 @@ class slot_pool {
   /// @param count    how many slots to make
   /// @param make     called `count` times; returns a `Slot` (it is moved into the pool)
   /// @param executor where waiting coroutines are resumed; must outlive the pool
-  /// @throws crema::config_error if `count` slots could not fit in this machine's memory
+  /// @throws crema::config_error if `count` slots could not fit in this machine's memory, or
+  ///         are more than 2^32 - 1
   template <class Factory>
   slot_pool(std::size_t count, Factory&& make, Executor& executor)
-      : executor_(&executor), available_(checked_count(count)), capacity_(count) {
-    for (std::size_t i = 0; i < count; ++i) {
-      slots_.push_back(make());
-      free_.enqueue(&slots_.back());
-    }
+      : executor_(&executor),
+        capacity_(checked_count(count)),
+        free_(capacity_),
+        available_(static_cast<std::int64_t>(capacity_)) {
+    slots_.reserve(capacity_);  // never grows again: the slots' addresses are stable
+    for (std::uint32_t i = 0; i < capacity_; ++i) slots_.push_back(make());
+    for (std::uint32_t i = capacity_; i-- > 0;) free_.push(i);  // slot 0 on top
   }
   slot_pool(const slot_pool&) = delete;
   slot_pool& operator=(const slot_pool&) = delete;
@@ -89,11 +99,12 @@ class slot_pool {
   [[nodiscard]] auto acquire() noexcept { return awaiter{this}; }
 
   /// @brief Gives a slot back: to a waiting coroutine (resumed on the executor), else to the pool.
+  /// `slot` must be one of this pool's, acquired and not released since.
   /// With `wake_in_groups(n)`, a slot a coroutine waits for is parked instead until `n` are, and
   /// the coroutine that `n`-th release resumes takes them all: one wake-up per `n` releases.
   void release(Slot* slot) {
     if (available_.fetch_add(1, std::memory_order_acq_rel) >= 0) {
-      free_.enqueue(slot);
+      free_.push(index_of(slot));
       return;
     }
     if (group_ == 1) {
@@ -151,15 +162,21 @@ class slot_pool {
  private:
   static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
 
-  // The counter is signed and `stop()` adds to it; a count past memory is a mistake anyway.
-  static std::int64_t checked_count(std::size_t count) {
-    const auto bytes = detail::checked_mul(count, sizeof(Slot) + sizeof(Slot*));
+  // Slots are numbered in 32 bits for the free stack (whose largest value means none), and the
+  // counter is signed and `stop()` adds to it; a count past memory is a mistake anyway.
+  static std::uint32_t checked_count(std::size_t count) {
+    const auto bytes = detail::checked_mul(count, sizeof(Slot) + sizeof(std::uint32_t));
     const auto memory = detail::physical_memory_bytes();
-    if (!bytes || count >= static_cast<std::size_t>(stop_permits) || (memory && *bytes > *memory)) {
+    if (!bytes || (memory && *bytes > *memory)) {
       detail::fail<config_error>("slot_pool: {} slots of {} bytes do not fit in memory", count,
                                  sizeof(Slot));
     }
-    return static_cast<std::int64_t>(count);
+    constexpr std::size_t most = std::numeric_limits<std::uint32_t>::max() - 1;
+    if (count > most) {
+      detail::fail<config_error>("slot_pool: {} slots are more than a pool holds ({})", count,
+                                 most);
+    }
+    return static_cast<std::uint32_t>(count);
   }
 
   struct waiter {
@@ -193,13 +210,16 @@ class slot_pool {
     waiter waiter_;
   };
 
-  // A permit was granted: a slot is in the free queue or about to be (its release is between
-  // the counter and the queue).
+  // A permit was granted: a slot is in the free stack or about to be (its release is between
+  // the counter and the stack).
   Slot* take_free_slot() noexcept {
     if (stopped_.load(std::memory_order_acquire)) return nullptr;
-    Slot* slot = nullptr;
-    while (!free_.try_dequeue(slot)) std::this_thread::yield();
-    return slot;
+    std::uint32_t index = 0;
+    while (!free_.pop(index)) std::this_thread::yield();
+    return &slots_[index];
+  }
+  std::uint32_t index_of(const Slot* slot) const noexcept {
+    return static_cast<std::uint32_t>(slot - slots_.data());
   }
   void hand_over(waiter* next, Slot* slot) {
     next->result.slot = slot;
@@ -230,15 +250,15 @@ class slot_pool {
   }
 
   Executor* executor_;
-  std::deque<Slot> slots_;  // stable addresses
-  moodycamel::ConcurrentQueue<Slot*> free_;
+  std::uint32_t capacity_;
+  std::vector<Slot> slots_;   // reserved once: stable addresses
+  detail::index_stack free_;  // numbers of the free slots, the last released on top
   moodycamel::ConcurrentQueue<waiter*> waiters_;
   moodycamel::ConcurrentQueue<Slot*> parked_;  // released for waiters, not handed over yet
   std::atomic<std::size_t> parked_count_{0};
   std::size_t group_ = 1;
   std::atomic<std::int64_t> available_;
   std::atomic<bool> stopped_{false};
-  std::size_t capacity_;
 };
 
 }  // namespace crema
