@@ -9,7 +9,9 @@ trap 'rm -rf "$work"' EXIT
 failures=0
 
 # The stand-ins. A test program prints a doctest summary; STUB_SKIP_NO_DEVICE=<program> makes
-# that one report a test skipped for want of a device, STUB_FAIL=<program> makes it fail.
+# that one report a test skipped for want of a device, STUB_FAIL=<program> makes it fail. Asked to
+# list its cases, it has 5, two of them in the suite of errors provoked on purpose where it is
+# one of STUB_PROVOKED (crema_cuda_tests unless told).
 mkdir -p "$work/bundle/bin" "$work/path" "$work/nccl"
 cp "$run_sh" "$work/bundle/run.sh"
 cat >"$work/bundle/bin/crema-gpu-info" <<'EOF'
@@ -25,6 +27,16 @@ name=$test
 EOF
   cat >>"$work/bundle/bin/$test" <<'EOF'
 echo "$name $*" >>"$STUB_LOG"
+if [[ " $* " == *" --list-test-cases "* ]]; then
+  cases=5
+  if [[ " $* " == *" --test-suite=cuda errors provoked on purpose "* ]]; then
+    cases=0
+    [[ " ${STUB_PROVOKED-crema_cuda_tests} " == *" $name "* ]] && cases=2
+  fi
+  echo "[doctest] listing all test case names"
+  echo "[doctest] unskipped test cases passing the current filters: $cases"
+  exit 0
+fi
 failed=0
 if [[ ${STUB_SKIP_NO_DEVICE:-} == "$name" ]]; then
   echo "crema-test-skip: no CUDA device (cudaGetDeviceCount failed or found none)"
@@ -50,11 +62,42 @@ echo "crema-cuda-demo $*" >>"$STUB_LOG"
 echo "test accuracy: ${STUB_ACCURACY:-0.950}"
 [[ ${STUB_ACCURACY:-0.950} > 0.900 ]]
 EOF
+# The stand-in compute-sanitizer. STUB_SANITIZER_FINDS=<tool> makes that tool find something;
+# STUB_MEMCHECK_REPORTS lists what memcheck reports over the tests that are not provoked on
+# purpose: "nccl" (an API error from inside libnccl's calls, as NCCL's kernel lookup raises),
+# "bare-nccl" (the same from a libnccl without symbols, behind a frame of the driver), "crema"
+# (an API error from crema's own call, behind a frame of the driver), "memory" (a bad access in
+# a kernel).
 cat >"$work/path/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
 echo "compute-sanitizer $*" >>"$STUB_LOG"
 [[ " $* " == *" --tool ${STUB_SANITIZER_FINDS:-none} "* ]] && exit 86
 [[ ${STUB_SANITIZER_SILENT:-0} == 1 ]] && exit 0
+if [[ -n ${STUB_MEMCHECK_REPORTS:-} && " $* " == *" --tool memcheck "* &&
+      " $* " == *" --report-api-errors explicit "* ]]; then
+  errors=0
+  for report in $STUB_MEMCHECK_REPORTS; do
+    case $report in
+      nccl) frames=("ncclInitKernelsForDevice(int, int, unsigned long*) in enqueue.cc:52 [0x6d9d3] in libnccl.so.2") ;;
+      bare-nccl) frames=(" [0x4cb045] in libcuda.so.1" " [0x95d0e] in libnccl.so.2") ;;
+      crema) frames=(" [0x4cb045] in libcuda.so.1" "crema::cuda::cuda_stream::record() [0x3edfc] in crema_cuda_tests") ;;
+    esac
+    if [[ $report == memory ]]; then
+      echo "========= Invalid __global__ read of size 4 bytes"
+      echo "=========     at touch_records(const float *, unsigned long)+0x70"
+    else
+      echo "========= Program hit cudaErrorNoKernelImageForDevice (error 209) due to \"no kernel" \
+        "image is available for execution on the device\" on CUDA API call to cudaFuncGetAttributes."
+      echo "=========     Saved host backtrace up to driver entry point at error"
+      for frame in "${frames[@]}"; do echo "=========         Host Frame: $frame"; done
+      echo "=========         Host Frame: main [0x11c8f] in crema_cuda_tests"
+    fi
+    echo "========= "
+    errors=$((errors + 1))
+  done
+  echo "========= ERROR SUMMARY: $errors errors"
+  exit 86
+fi
 if [[ " $* " == *" --tool racecheck "* ]]; then
   echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
 else
@@ -99,8 +142,10 @@ expect() {  # expect NAME DESCRIPTION COMMAND...: a check on a case's output or 
 run_case all_pass 0
 expect all_pass "one summary line that says PASS" grep -q '^gpu-bundle: PASS' "$work/all_pass.out"
 expect all_pass "the GPU named in the summary" grep -q 'Stand-in GPU' "$work/all_pass.out"
-expect all_pass "every sanitizer over both GPU test programs, in two parts: 12 runs" \
-  test "$(grep -c '^compute-sanitizer' "$work/all_pass.log")" -eq 12
+expect all_pass "every sanitizer over both GPU test programs, the provoked errors apart where a
+  program has them: 9 runs" test "$(grep -c '^compute-sanitizer' "$work/all_pass.log")" -eq 9
+expect all_pass "no run of the provoked errors' suite where a program has none" \
+  bash -c "! grep -q '^compute-sanitizer.*crema_cuda_kernel_tests .*--test-suite=' '$work/all_pass.log'"
 expect all_pass "the provoked errors' suite alone, without the API error report" \
   grep -q -- "--report-api-errors no .*crema_cuda_tests --no-version --test-suite=cuda errors provoked on purpose" \
   "$work/all_pass.log"
@@ -137,6 +182,19 @@ expect failing_test "the program named" grep -q 'FAILED: crema_thrust_cpu_tests'
 run_case racecheck_finds 1 STUB_SANITIZER_FINDS=racecheck
 expect racecheck_finds "racecheck named as failed, memcheck as ok" \
   grep -q 'memcheck ok, racecheck FAILED, synccheck ok' "$work/racecheck_finds.out"
+
+run_case errors_inside_nccl 0 "STUB_MEMCHECK_REPORTS=nccl bare-nccl nccl"
+expect errors_inside_nccl "allowed, and said so with their count" \
+  grep -q 'memcheck over crema_cuda_tests (rest): 3 API error(s) NCCL raised and handled' \
+  "$work/errors_inside_nccl.out"
+expect errors_inside_nccl "memcheck ok" grep -q 'memcheck ok, racecheck ok' \
+  "$work/errors_inside_nccl.out"
+run_case api_error_of_crema 1 "STUB_MEMCHECK_REPORTS=nccl crema"
+expect api_error_of_crema "memcheck failed" grep -q 'FAILED: memcheck over crema_cuda_tests' \
+  "$work/api_error_of_crema.out"
+run_case bad_access_beside_nccl 1 "STUB_MEMCHECK_REPORTS=nccl memory"
+expect bad_access_beside_nccl "memcheck failed" grep -q 'memcheck FAILED' \
+  "$work/bad_access_beside_nccl.out"
 
 run_case sanitizer_without_summary 1 STUB_SANITIZER_SILENT=1
 expect sanitizer_without_summary "said so" \

@@ -26,8 +26,8 @@ using crema::pipeline_mode;
 using crema::test::numbers;
 
 constexpr crema::record_shape shape{3, 4, 4};
-using batch_type = crema::device_batch<float, crema::host_malloc_resource,
-                                       crema::test::recording_device_resource>;
+using batch_type =
+    crema::device_batch<float, crema::host_malloc_resource, crema::test::recording_device_resource>;
 
 // Each consumer has its own emulated device and upload stream; record r fills its pixels and its
 // label with r.
@@ -67,8 +67,9 @@ std::vector<float> labels_of(const float* on_device, std::size_t size) {
 }  // namespace
 
 TEST_SUITE("device_batch") {
-  TEST_CASE("each batch is uploaded once per buffer by its producer, never on the consumer's "
-            "thread, and arrives whole on the consumer's device") {
+  TEST_CASE(
+      "each batch is uploaded once per buffer by its producer, never on the consumer's "
+      "thread, and arrives whole on the consumer's device") {
     crema::test::watchdog guard(60s, "device batches");
     rig setup(2);
     std::mutex mutex;
@@ -125,8 +126,9 @@ TEST_SUITE("device_batch") {
     }
   }
 
-  TEST_CASE("a slot released after the consumer's device work is not rewritten while that work "
-            "runs") {
+  TEST_CASE(
+      "a slot released after the consumer's device work is not rewritten while that work "
+      "runs") {
     crema::test::watchdog guard(60s, "release_after");
     rig setup(1);
     crema::emulated_stream compute;  // the consumer's stream: its "kernels" run late
@@ -134,7 +136,8 @@ TEST_SUITE("device_batch") {
     std::atomic<int> checked{0};
     {
       crema::double_buffered_pipeline pipe{
-          numbers(1000), setup.transform,
+          numbers(1000),
+          setup.transform,
           {.batch_size = 4, .prefetch = 2, .producers = 2, .threads = 2}};
       auto consumer = pipe.consumer(0);
       for (int step = 0; step < 150; ++step) {
@@ -164,6 +167,36 @@ TEST_SUITE("device_batch") {
     CHECK(wrong.load() == 0);
   }
 
+  TEST_CASE(
+      "device batches are refilled oldest first: a slot comes back to the producer only "
+      "after every other slot has been filled since") {
+    // The fill of a slot waits for its last upload and for the consumer's device work on it;
+    // the slot released longest ago has had the longest to finish both. (Host batches are
+    // refilled newest first instead, while their memory is in the cache: slot_pool's tests.)
+    crema::test::watchdog guard(60s, "device batch reuse order");
+    rig setup(1);
+    constexpr std::size_t slots = 4;
+    std::vector<const batch_type*> order;
+    {
+      crema::double_buffered_pipeline pipe{
+          numbers(1000),
+          setup.transform,
+          {.batch_size = 4, .prefetch = slots, .producers = 1, .threads = 1}};
+      auto consumer = pipe.consumer(0);
+      for (int step = 0; step < 40; ++step) {
+        auto batch = consumer.pull();
+        REQUIRE(batch);
+        order.push_back(&*batch);
+        batch.release_after(setup.transform.streams[0]->record());
+      }
+    }
+    CHECK(std::set<const batch_type*>(order.begin(), order.end()).size() == slots);
+    for (std::size_t k = slots; k < order.size(); ++k) {
+      CAPTURE(k);
+      CHECK(order[k] == order[k - slots]);
+    }
+  }
+
   TEST_CASE("stop from every state, with uploads and device work in flight, frees every byte") {
     crema::test::watchdog guard(60s, "device batch stop");
     rig setup(2);
@@ -174,13 +207,14 @@ TEST_SUITE("device_batch") {
       // Producers suspended on full pools, uploads queued behind a slow upload stream.
       setup.transform.streams[0]->launch([] { std::this_thread::sleep_for(20ms); });
       crema::double_buffered_pipeline pipe{
-          numbers(100), setup.transform,
+          numbers(100),
+          setup.transform,
           {.batch_size = 4, .prefetch = 2, .producers = 3, .threads = 2, .consumers = 2}};
       while (pipe.stats().waiting_producers == 0) std::this_thread::sleep_for(1ms);
     }
     CHECK(live() == 0);
-    std::optional<decltype(std::declval<crema::double_buffered_pipeline<
-                                            crema::vector_source<int>, fill_batch>&>()
+    std::optional<decltype(std::declval<crema::double_buffered_pipeline<crema::vector_source<int>,
+                                                                        fill_batch>&>()
                                .consumer(0)
                                .pull())>
         kept;
@@ -189,8 +223,7 @@ TEST_SUITE("device_batch") {
       crema::emulated_stream compute;
       compute.launch([] { std::this_thread::sleep_for(20ms); });
       crema::double_buffered_pipeline pipe{
-          numbers(100), setup.transform,
-          {.batch_size = 4, .prefetch = 2, .consumers = 2}};
+          numbers(100), setup.transform, {.batch_size = 4, .prefetch = 2, .consumers = 2}};
       auto first = pipe.consumer(0).pull();
       kept.emplace(pipe.consumer(1).pull());
       (void)first->data.device(compute);
@@ -210,10 +243,11 @@ TEST_SUITE("device_batch") {
           fill_batch::operator()(record, batch, sample);
         }
       };
-      auto pipe = std::make_unique<crema::double_buffered_pipeline<crema::vector_source<int>,
-                                                                    slow_fill>>(
-          numbers(100), slow_fill{slow}, crema::pipeline_options{.batch_size = 50});
-      std::thread waiting([&, handle = pipe->consumer(0)]() mutable { CHECK_FALSE(handle.pull()); });
+      auto pipe =
+          std::make_unique<crema::double_buffered_pipeline<crema::vector_source<int>, slow_fill>>(
+              numbers(100), slow_fill{slow}, crema::pipeline_options{.batch_size = 50});
+      std::thread waiting(
+          [&, handle = pipe->consumer(0)]() mutable { CHECK_FALSE(handle.pull()); });
       std::this_thread::sleep_for(20ms);
       pipe.reset();
       waiting.join();

@@ -29,6 +29,18 @@ crema::detail::producer_task take(crema::thread_pool& executor, pool_type& pool,
   done.count_down();
 }
 
+// Takes a free slot now (the pool must have one), through a coroutine on the executor.
+int* acquire_now(crema::thread_pool& executor, pool_type& pool) {
+  std::atomic<int*> got{nullptr};
+  std::atomic<bool> suspended{true};
+  std::latch done(1);
+  take(executor, pool, got, suspended, done).coroutine.resume();
+  done.wait();
+  REQUIRE(got.load() != nullptr);
+  CHECK_FALSE(suspended.load());
+  return got.load();
+}
+
 }  // namespace
 
 TEST_SUITE("slot_pool") {
@@ -62,32 +74,56 @@ TEST_SUITE("slot_pool") {
     crema::thread_pool executor(1);
     pool_type pool(
         4, [] { return 0; }, executor);
-    const auto acquire_now = [&] {
-      std::atomic<int*> got{nullptr};
-      std::atomic<bool> suspended{true};
-      std::latch done(1);
-      take(executor, pool, got, suspended, done).coroutine.resume();
-      done.wait();
-      REQUIRE(got.load() != nullptr);
-      return got.load();
-    };
-    int* const a = acquire_now();
-    int* const b = acquire_now();
-    int* const c = acquire_now();
+    int* const a = acquire_now(executor, pool);
+    int* const b = acquire_now(executor, pool);
+    int* const c = acquire_now(executor, pool);
     pool.release(a);
     pool.release(c);
-    CHECK(acquire_now() == c);
-    CHECK(acquire_now() == a);
+    CHECK(acquire_now(executor, pool) == c);
+    CHECK(acquire_now(executor, pool) == a);
     pool.release(b);
     // A consumer that keeps up: one slot taken and given back again and again is the same slot,
     // while the pool still has a free one it never touches.
     std::set<int*> used;
     for (int round = 0; round < 50; ++round) {
-      int* slot = acquire_now();
+      int* slot = acquire_now(executor, pool);
       used.insert(slot);
       pool.release(slot);
     }
     CHECK(used == std::set<int*>{b});
+  }
+
+  TEST_CASE("least_recent: the slot released first is the next one acquired, every slot in turn") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool first in first out");
+    crema::thread_pool executor(1);
+    int made = 0;
+    pool_type pool(
+        4, [&] { return made++; }, executor, crema::slot_reuse::least_recent);
+    // Slot 0 first, as with the other order, then the rest in the order they were made.
+    for (int expected = 0; expected < 4; ++expected) {
+      int* slot = acquire_now(executor, pool);
+      CHECK(*slot == expected);
+      pool.release(slot);
+    }
+    int* const a = acquire_now(executor, pool);
+    int* const b = acquire_now(executor, pool);
+    pool.release(b);
+    pool.release(a);
+    std::vector<int*> taken;
+    for (const int expected : {2, 3, *b, *a}) {
+      taken.push_back(acquire_now(executor, pool));
+      CHECK(*taken.back() == expected);
+    }
+    for (int* slot : taken) pool.release(slot);  // 2, 3, 1, 0
+    // One slot taken and given back again and again: each slot has its turn, so a slot comes
+    // back to a producer only after the three others have been used since.
+    std::vector<int> order;
+    for (int round = 0; round < 8; ++round) {
+      int* slot = acquire_now(executor, pool);
+      order.push_back(*slot);
+      pool.release(slot);
+    }
+    CHECK(order == std::vector<int>{2, 3, 1, 0, 2, 3, 1, 0});
   }
 
   TEST_CASE("a coroutine waiting for an empty pool is suspended and resumed by a release") {

@@ -137,7 +137,8 @@ notes+=("tests ${passed} passed, ${failed} failed, ${skipped} skipped")
 
 # compute-sanitizer over the tests that touch the GPU. The suite "cuda errors provoked on purpose"
 # makes CUDA calls fail on purpose; it runs on its own, without the report of API errors (its
-# memory accesses are still checked); everything else must report nothing at all.
+# memory accesses are still checked), in the programs that have it; everything else must report
+# nothing at all but what NCCL raises and handles inside its own calls (below).
 find_sanitizer() {
   local candidate
   for candidate in compute-sanitizer "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" \
@@ -145,6 +146,27 @@ find_sanitizer() {
     command -v "$candidate" >/dev/null 2>&1 && { command -v "$candidate"; return 0; }
   done
   return 1
+}
+# How many of `test`'s cases the doctest filter selects.
+selected_cases() {
+  local test=$1
+  shift
+  "$here/bin/$test" --no-version --list-test-cases "$@" 2>/dev/null |
+    sed -nE 's/^\[doctest\] unskipped test cases passing the current filters: ([0-9]+)$/\1/p'
+}
+# NCCL looks up every kernel it carries when a communicator starts; those built only for other
+# architectures answer cudaErrorNoKernelImageForDevice, which NCCL expects, clears and goes on.
+# memcheck reports them as API errors. A run whose every error is such a report (an API error
+# whose call came from inside libnccl: the first frame of its host backtrace outside the CUDA
+# runtime and driver) passes; prints how many there were, or nothing when the log holds anything
+# else.
+errors_inside_nccl() {
+  awk '
+    /^========= Program hit / { api = 1; next }
+    api && /Host Frame:/ && !/ in libcuda(rt)?\.so/ { if (/ in libnccl\.so/) nccl++; api = 0 }
+    /ERROR SUMMARY: [0-9]+ error/ { match($0, /[0-9]+ error/); total = substr($0, RSTART, RLENGTH) + 0 }
+    END { if (total > 0 && total == nccl) print total }
+  ' "$1"
 }
 sanitized=()
 if ((sanitizers && device)); then
@@ -161,15 +183,28 @@ if ((sanitizers && device)); then
             filter=(--test-suite='cuda errors provoked on purpose')
             api=no
           fi
-          timeout "$limit" "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 50 \
+          # A program without such cases has nothing to run here (the sanitizer would fail a
+          # program that makes no CUDA call at all).
+          [[ $(selected_cases "$test" "${filter[@]}") == 0 ]] && continue
+          timeout "$limit" "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 1000 \
             --report-api-errors "$api" "$here/bin/$test" --no-version "${filter[@]}" \
             >"$log" 2>&1
           status=$?
+          inside_nccl=""
+          if ((status == 86)) && [[ $tool == memcheck ]]; then
+            inside_nccl=$(errors_inside_nccl "$log")
+            if [[ -n $inside_nccl ]]; then
+              echo "run.sh: $tool over $test ($part): $inside_nccl API error(s) NCCL raised" \
+                "and handled inside its own calls, allowed; $log"
+              status=0
+            fi
+          fi
           # A clean run says so; a sanitizer that could not do its work may still exit 0.
           if ((status != 0)); then
             tool_ok=0
             fail "$tool over $test ($part): exit $status; $log"
-          elif ! grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
+          elif [[ -z $inside_nccl ]] &&
+               ! grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
             tool_ok=0
             fail "$tool over $test ($part): no clean summary in $log"
           fi
@@ -197,10 +232,12 @@ if ((demo && device)) && [[ -x $here/bin/crema-cuda-demo ]]; then
   fi
 fi
 
-# Benchmarks: medians of five runs, each figure beside its baseline in the same run.
+# Benchmarks: medians of five runs, each figure beside its baseline in the same run, the runs of
+# every case interleaved at random so that a drift of clocks or link state falls on both sides.
 benchmarked=0
 if ((benchmarks && device)); then
-  repetitions=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true)
+  repetitions=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+               --benchmark_enable_random_interleaving=true)
   ((quick)) && repetitions=(--benchmark_min_time=0.01)
   benches=()
   for program in "$here"/bin/crema-gpu-bench-*; do

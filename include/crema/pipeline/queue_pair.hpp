@@ -27,9 +27,11 @@ class queue_pair {
   /// @param slots    how many slots (Caffe's prefetch count)
   /// @param make     makes one slot
   /// @param executor where producers waiting for a free slot are resumed
+  /// @param reuse    which free slot producers get next (see `slot_pool`)
   template <class Factory>
-  queue_pair(std::size_t slots, Factory&& make, Executor& executor)
-      : free_(slots, std::forward<Factory>(make), executor), full_(slots + 2) {}
+  queue_pair(std::size_t slots, Factory&& make, Executor& executor,
+             slot_reuse reuse = slot_reuse::most_recent)
+      : free_(slots, std::forward<Factory>(make), executor, reuse), full_(slots + 2) {}
 
   /// @brief Hands a full slot (or a marker the consumer understands) to the consumer.
   /// @throws crema::allocation_error if the queue cannot grow (a slot is never dropped silently)

@@ -2,6 +2,7 @@
 
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/index_queue.hpp>
 #include <crema/core/detail/index_stack.hpp>
 #include <crema/core/error.hpp>
 
@@ -13,6 +14,7 @@
 #include <limits>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace crema {
@@ -48,6 +50,17 @@ bool spin_until(Done&& done) noexcept(noexcept(done())) {
 
 }  // namespace detail
 
+/// @brief Which free slot a `slot_pool` hands out next.
+enum class slot_reuse {
+  /// The slot released last, whose memory is the likeliest to be in the cache still: for slots
+  /// the host alone reads and writes.
+  most_recent,
+  /// The slot released first, the longest since its last use: for slots that may go back while a
+  /// device still works on them (a batch whose lease ends with the consumer's completion event,
+  /// whose upload may still be running), so that the next fill waits for that work least.
+  least_recent,
+};
+
 /// @brief What `co_await pool.acquire()` gives: a free slot (or none once the pool is stopped),
 /// and whether the awaiting coroutine had to wait for it.
 template <class Slot>
@@ -65,10 +78,12 @@ struct acquired_slot {
 /// at construction, and reused, never reallocated. `stop()` resumes every waiter with no slot and
 /// makes every later `acquire()` return none.
 ///
-/// Free slots are taken last in, first out: an acquirer gets the slot released most recently,
-/// whose memory is the likeliest to be in the cache still. Where fewer slots are in use than the
-/// pool holds (a consumer that keeps up), the same few go round and the others stay cold, so a
-/// large pool costs memory, not cache.
+/// Free slots are taken last in, first out by default (`slot_reuse::most_recent`): an acquirer
+/// gets the slot released most recently, whose memory is the likeliest to be in the cache still.
+/// Where fewer slots are in use than the pool holds (a consumer that keeps up), the same few go
+/// round and the others stay cold, so a large pool costs memory, not cache. Slots a device may
+/// still be reading when they come back are better taken first in, first out
+/// (`slot_reuse::least_recent`).
 ///
 /// `acquire`, `release` and `stop` are thread-safe and lock-free (the queues may allocate a block
 /// now and then); `release` may briefly spin while a waiter finishes registering itself.
@@ -80,17 +95,23 @@ class slot_pool {
   /// @param count    how many slots to make
   /// @param make     called `count` times; returns a `Slot` (it is moved into the pool)
   /// @param executor where waiting coroutines are resumed; must outlive the pool
+  /// @param reuse    which free slot goes out next; slot 0 goes out first either way
   /// @throws crema::config_error if `count` slots could not fit in this machine's memory, or
   ///         are more than 2^32 - 1
   template <class Factory>
-  slot_pool(std::size_t count, Factory&& make, Executor& executor)
+  slot_pool(std::size_t count, Factory&& make, Executor& executor,
+            slot_reuse reuse = slot_reuse::most_recent)
       : executor_(&executor),
         capacity_(checked_count(count)),
-        free_(capacity_),
+        free_(free_list_for(reuse, capacity_)),
         available_(static_cast<std::int64_t>(capacity_)) {
     slots_.reserve(capacity_);  // never grows again: the slots' addresses are stable
     for (std::uint32_t i = 0; i < capacity_; ++i) slots_.push_back(make());
-    for (std::uint32_t i = capacity_; i-- > 0;) free_.push(i);  // slot 0 on top
+    if (reuse == slot_reuse::most_recent) {
+      for (std::uint32_t i = capacity_; i-- > 0;) push_free(i);
+    } else {
+      for (std::uint32_t i = 0; i < capacity_; ++i) push_free(i);
+    }
   }
   slot_pool(const slot_pool&) = delete;
   slot_pool& operator=(const slot_pool&) = delete;
@@ -104,7 +125,7 @@ class slot_pool {
   /// the coroutine that `n`-th release resumes takes them all: one wake-up per `n` releases.
   void release(Slot* slot) {
     if (available_.fetch_add(1, std::memory_order_acq_rel) >= 0) {
-      free_.push(index_of(slot));
+      push_free(index_of(slot));
       return;
     }
     if (group_ == 1) {
@@ -215,8 +236,25 @@ class slot_pool {
   Slot* take_free_slot() noexcept {
     if (stopped_.load(std::memory_order_acquire)) return nullptr;
     std::uint32_t index = 0;
-    while (!free_.pop(index)) std::this_thread::yield();
+    while (!pop_free(index)) std::this_thread::yield();
     return &slots_[index];
+  }
+  using free_list = std::variant<detail::index_stack, detail::index_queue>;
+  static free_list free_list_for(slot_reuse reuse, std::uint32_t capacity) {
+    return reuse == slot_reuse::most_recent
+               ? free_list(std::in_place_type<detail::index_stack>, capacity)
+               : free_list(std::in_place_type<detail::index_queue>, capacity);
+  }
+  void push_free(std::uint32_t index) noexcept {
+    if (auto* stack = std::get_if<detail::index_stack>(&free_)) {
+      stack->push(index);
+    } else {
+      std::get_if<detail::index_queue>(&free_)->push(index);
+    }
+  }
+  bool pop_free(std::uint32_t& index) noexcept {
+    if (auto* stack = std::get_if<detail::index_stack>(&free_)) return stack->pop(index);
+    return std::get_if<detail::index_queue>(&free_)->pop(index);
   }
   std::uint32_t index_of(const Slot* slot) const noexcept {
     return static_cast<std::uint32_t>(slot - slots_.data());
@@ -251,8 +289,8 @@ class slot_pool {
 
   Executor* executor_;
   std::uint32_t capacity_;
-  std::vector<Slot> slots_;   // reserved once: stable addresses
-  detail::index_stack free_;  // numbers of the free slots, the last released on top
+  std::vector<Slot> slots_;  // reserved once: stable addresses
+  free_list free_;           // numbers of the free slots, in the order they go out
   moodycamel::ConcurrentQueue<waiter*> waiters_;
   moodycamel::ConcurrentQueue<Slot*> parked_;  // released for waiters, not handed over yet
   std::atomic<std::size_t> parked_count_{0};

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/pipeline/sample_context.hpp>
+#include <crema/pipeline/slot_pool.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/transform.hpp>
 
@@ -39,6 +40,13 @@ struct batch_slot {
   using storage_type = typename storage_policy::storage_type;
   static constexpr bool holds_batch = batch_transform<Transform, record_type>;
   using item_type = typename item_type_of<Transform, record_type>::type;
+  using batch_type = typename batch_type_of<Transform, record_type>::type;
+  // A batch object that takes the consumer's completion event (`retire_after`, as
+  // `device_batch`) may come back while the device still reads it and its upload may still be
+  // running; its next fill waits for both. Such slots are refilled oldest first, so that the wait
+  // is the shortest; the others newest first, while their memory is in the cache.
+  static constexpr slot_reuse reuse = holds_batch && requires { &batch_type::retire_after; }
+  ? slot_reuse::least_recent : slot_reuse::most_recent;
 
   template <class MakeBatch>
   batch_slot(std::size_t batch_size, MakeBatch&& make_batch)
@@ -82,7 +90,7 @@ struct batch_slot {
   std::vector<storage_type> copies;
   std::vector<record_origin> origins;  // per record; entry `size` is the record being read
   std::vector<std::conditional_t<holds_batch, char, item_type>> items;
-  std::optional<typename batch_type_of<Transform, record_type>::type> batch;
+  std::optional<batch_type> batch;
   std::size_t consumer = 0;            // the consumer the slot belongs to
   std::size_t size = 0;                // records in this batch (the last of a pass may be short)
   std::uint64_t sequence = 0;          // the consumer's batch number

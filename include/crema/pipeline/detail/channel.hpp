@@ -24,7 +24,7 @@ class channel : public queue_pair<Slot, thread_pool> {
 
   template <class Factory>
   channel(std::size_t prefetch, Factory&& make, thread_pool& pool)
-      : queue_pair<Slot, thread_pool>(prefetch, std::forward<Factory>(make), pool),
+      : queue_pair<Slot, thread_pool>(prefetch, std::forward<Factory>(make), pool, Slot::reuse),
         reorder(prefetch, nullptr) {}
 
   // Takes back a slot a lease held.
