@@ -15,7 +15,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -105,6 +107,50 @@ TEST_SUITE("cuda resources") {
     CHECK(buffer.head() == crema::head::synced);
     (void)buffer.mutable_device();
     CHECK(buffer.host()[12345] == 12345.0f);
+  }
+
+  TEST_CASE(
+      "a stream records its events again once they are given back, and a reused event "
+      "stands for the work queued before its new record") {
+    if (crema::test::skip_without_cuda_device()) return;
+    crema::cuda_stream stream;
+    cudaEvent_t first = nullptr;
+    {
+      const crema::cuda_event event = stream.record();
+      first = event.native_handle();
+      event.wait();
+    }
+    const crema::cuda_event again = stream.record();
+    CHECK(again.native_handle() == first);
+    const crema::cuda_event other = stream.record();  // the first is still held: a new one
+    CHECK(other.native_handle() != first);
+    // Each round copies a buffer up and back, waiting each time on an event recorded after the
+    // copy (events the stream has used before): the host writes over its side only once the
+    // upload is over, and reads the result only once the download is. An event that stood for
+    // its earlier record would let the host overwrite the data mid-copy or read it too soon.
+    constexpr std::size_t count = std::size_t{1} << 22;
+    const auto free_host = [](float* p) { (void)cudaFreeHost(p); };
+    const auto free_device = [](float* p) { (void)cudaFree(p); };
+    void* raw = nullptr;
+    CREMA_CUDA_TRY(cudaMallocHost(&raw, count * sizeof(float)));
+    const std::unique_ptr<float, decltype(free_host)> host(static_cast<float*>(raw), free_host);
+    CREMA_CUDA_TRY(cudaMalloc(&raw, count * sizeof(float)));
+    const std::unique_ptr<float, decltype(free_device)> device(static_cast<float*>(raw),
+                                                               free_device);
+    for (int round = 1; round <= 3; ++round) {
+      std::fill(host.get(), host.get() + count, static_cast<float>(round));
+      CREMA_CUDA_TRY(cudaMemcpyAsync(device.get(), host.get(), count * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream.native_handle()));
+      stream.record().wait();
+      std::fill(host.get(), host.get() + count, -1.0f);
+      CREMA_CUDA_TRY(cudaMemcpyAsync(host.get(), device.get(), count * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream.native_handle()));
+      const crema::cuda_event copied = stream.record();
+      copied.wait();
+      CHECK(copied.ready());
+      CHECK(host.get()[0] == static_cast<float>(round));
+      CHECK(host.get()[count - 1] == static_cast<float>(round));
+    }
   }
 
   TEST_CASE("stream-ordered device memory works from its own stream and another") {

@@ -33,14 +33,20 @@ class scoped_device {
  public:
   /// @throws crema::cuda_error if `device` cannot be made current
   explicit scoped_device(int device) : previous_(current_device()) {
-    if (device != previous_) CREMA_CUDA_TRY(cudaSetDevice(device));
+    if (device != previous_) {
+      CREMA_CUDA_TRY(cudaSetDevice(device));
+      switched_ = true;
+    }
   }
   scoped_device(const scoped_device&) = delete;
   scoped_device& operator=(const scoped_device&) = delete;
-  ~scoped_device() { (void)cudaSetDevice(previous_); }
+  ~scoped_device() {
+    if (switched_) (void)cudaSetDevice(previous_);
+  }
 
  private:
   int previous_;
+  bool switched_ = false;  // the common case, already on `device`, costs no call at all
 };
 
 }  // namespace crema::cuda

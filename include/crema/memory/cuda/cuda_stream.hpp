@@ -6,27 +6,85 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 namespace crema {
+namespace detail {
+
+// The CUDA events of one stream that no `cuda_event` holds any more, kept to be recorded again:
+// a pipeline records an event per upload and per release, and making and destroying each one
+// costs two more runtime calls, which contend with every other thread's calls. Shared by the
+// stream and the events it recorded, so that it lives until the last of them is gone; then it
+// destroys the events it kept. Thread-safe.
+class cuda_event_pool {
+ public:
+  explicit cuda_event_pool(int device) noexcept : device_(device) {}
+  cuda_event_pool(const cuda_event_pool&) = delete;
+  cuda_event_pool& operator=(const cuda_event_pool&) = delete;
+  ~cuda_event_pool() {
+    for (cudaEvent_t event : kept_) (void)cudaEventDestroy(event);
+  }
+
+  // An event of this pool's device: one kept, else a new one.
+  // Throws crema::cuda_error if a new one cannot be made.
+  cudaEvent_t take() {
+    {
+      std::scoped_lock lock(mutex_);
+      if (!kept_.empty()) {
+        cudaEvent_t event = kept_.back();
+        kept_.pop_back();
+        return event;
+      }
+    }
+    cuda::scoped_device on(device_);
+    cudaEvent_t event = nullptr;
+    CREMA_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }
+  // Keeps `event` for a later `take`; re-recording an event that may still be pending is fine,
+  // since waits already queued on it keep what it stood for then. Destroys it if it cannot be
+  // kept (no memory).
+  void give_back(cudaEvent_t event) noexcept {
+    try {
+      std::scoped_lock lock(mutex_);
+      kept_.push_back(event);
+    } catch (...) {
+      (void)cudaEventDestroy(event);
+    }
+  }
+
+ private:
+  int device_;
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> kept_;
+};
+
+}  // namespace detail
 
 /// @brief A CUDA event recorded on a `cuda_stream` (owning, move-only).
 ///
 /// A default-constructed event has nothing to wait for and is always ready. `ready()` never
-/// blocks; `wait()` blocks the calling thread until the event has completed. Thread-safe as the
-/// CUDA runtime is; never allocates on the host.
+/// blocks; `wait()` blocks the calling thread until the event has completed. The stream that
+/// recorded it made it or reused one of its earlier events; destroying it gives it back to that
+/// stream for a later record. Thread-safe as the CUDA runtime is; allocates on the host only when
+/// the stream's set of events grows.
 class cuda_event {
  public:
   cuda_event() noexcept = default;
-  cuda_event(cuda_event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  cuda_event(cuda_event&& other) noexcept
+      : event_(std::exchange(other.event_, nullptr)), pool_(std::move(other.pool_)) {}
   cuda_event& operator=(cuda_event&& other) noexcept {
     std::swap(event_, other.event_);
+    std::swap(pool_, other.pool_);
     return *this;
   }
   cuda_event(const cuda_event&) = delete;
   cuda_event& operator=(const cuda_event&) = delete;
   ~cuda_event() {
-    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+    if (event_ != nullptr) pool_->give_back(event_);
   }
 
   /// @return whether the work recorded before the event has finished; never blocks
@@ -51,36 +109,45 @@ class cuda_event {
 
  private:
   friend class cuda_stream;
-  explicit cuda_event(cudaEvent_t event) noexcept : event_(event) {}
+  cuda_event(cudaEvent_t event, std::shared_ptr<detail::cuda_event_pool> pool) noexcept
+      : event_(event), pool_(std::move(pool)) {}
 
   cudaEvent_t event_ = nullptr;
+  std::shared_ptr<detail::cuda_event_pool> pool_;  // where `event_` goes back; set with it
 };
 
 /// @brief A CUDA stream: owned (made by the constructor) or borrowed from the engine (`wrap`).
 ///
-/// Move-only. Remembers its device. `record()` creates an event each call. Thread-safe as the
-/// CUDA runtime is.
+/// Move-only. Remembers its device. `record()` records one of the stream's events, made on first
+/// need and reused once the `cuda_event` that held it is gone, so that steady recording makes
+/// and destroys none. Thread-safe as the CUDA runtime is.
 class cuda_stream {
  public:
   using event_type = cuda_event;
 
   /// @brief A new non-blocking stream on the current device.
   /// @throws crema::cuda_error if the stream cannot be created (no device, for one)
-  cuda_stream() : device_(cuda::current_device()), owned_(true) {
+  cuda_stream()
+      : device_(cuda::current_device()),
+        owned_(true),
+        events_(std::make_shared<detail::cuda_event_pool>(device_)) {
     CREMA_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   /// @brief A view of a stream someone else owns and destroys; `device` is where it lives.
-  [[nodiscard]] static cuda_stream wrap(cudaStream_t stream, int device) noexcept {
+  /// The view keeps its own events (see `record`).
+  [[nodiscard]] static cuda_stream wrap(cudaStream_t stream, int device) {
     return cuda_stream(stream, device);
   }
   cuda_stream(cuda_stream&& other) noexcept
       : stream_(std::exchange(other.stream_, nullptr)),
         device_(other.device_),
-        owned_(std::exchange(other.owned_, false)) {}
+        owned_(std::exchange(other.owned_, false)),
+        events_(std::move(other.events_)) {}
   cuda_stream& operator=(cuda_stream&& other) noexcept {
     std::swap(stream_, other.stream_);
     std::swap(device_, other.device_);
     std::swap(owned_, other.owned_);
+    std::swap(events_, other.events_);
     return *this;
   }
   cuda_stream(const cuda_stream&) = delete;
@@ -93,11 +160,9 @@ class cuda_stream {
   /// @throws crema::cuda_error if the event cannot be created or recorded
   [[nodiscard]] cuda_event record() {
     cuda::scoped_device on(device_);
-    cudaEvent_t event = nullptr;
-    CREMA_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    cuda_event owned(event);
-    CREMA_CUDA_TRY(cudaEventRecord(event, stream_));
-    return owned;
+    cuda_event event(events_->take(), events_);
+    CREMA_CUDA_TRY(cudaEventRecord(event.native_handle(), stream_));
+    return event;
   }
   /// @brief Blocks until the work queued so far has finished.
   void synchronize() { CREMA_CUDA_TRY(cudaStreamSynchronize(stream_)); }
@@ -117,12 +182,16 @@ class cuda_stream {
   [[nodiscard]] int device_id() const noexcept { return device_; }
 
  private:
-  cuda_stream(cudaStream_t stream, int device) noexcept
-      : stream_(stream), device_(device), owned_(false) {}
+  cuda_stream(cudaStream_t stream, int device)
+      : stream_(stream),
+        device_(device),
+        owned_(false),
+        events_(std::make_shared<detail::cuda_event_pool>(device)) {}
 
   cudaStream_t stream_ = nullptr;
   int device_ = 0;
   bool owned_ = false;
+  std::shared_ptr<detail::cuda_event_pool> events_;  // shared with the events it recorded
 };
 
 static_assert(stream_policy<cuda_stream>);
