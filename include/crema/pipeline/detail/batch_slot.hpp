@@ -22,6 +22,13 @@ struct record_origin {
   record_position position = 0;
 };
 
+// A batch object the consumer gives back with its device's completion event (`retire_after`, as
+// `device_batch` has), through `lease::release_after`.
+template <class Batch>
+concept retires_after_device_work = requires {
+  &Batch::retire_after;
+};
+
 // Stable sources need no storage of the pipeline's own.
 struct no_record_storage {
   struct storage_type {};
@@ -41,12 +48,13 @@ struct batch_slot {
   static constexpr bool holds_batch = batch_transform<Transform, record_type>;
   using item_type = typename item_type_of<Transform, record_type>::type;
   using batch_type = typename batch_type_of<Transform, record_type>::type;
-  // A batch object that takes the consumer's completion event (`retire_after`, as
-  // `device_batch`) may come back while the device still reads it and its upload may still be
-  // running; its next fill waits for both. Such slots are refilled oldest first, so that the wait
-  // is the shortest; the others newest first, while their memory is in the cache.
-  static constexpr slot_reuse reuse = holds_batch && requires { &batch_type::retire_after; }
-  ? slot_reuse::least_recent : slot_reuse::most_recent;
+  // A batch object released with the consumer's completion event may come back while the
+  // device still reads it and its upload may still be running; its next fill waits for both.
+  // Such slots are refilled oldest first, so that the wait is the shortest; the others newest
+  // first, while their memory is in the cache.
+  static constexpr slot_reuse reuse = holds_batch && retires_after_device_work<batch_type>
+                                          ? slot_reuse::least_recent
+                                          : slot_reuse::most_recent;
 
   template <class MakeBatch>
   batch_slot(std::size_t batch_size, MakeBatch&& make_batch)
