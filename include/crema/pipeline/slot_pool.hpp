@@ -183,8 +183,8 @@ class slot_pool {
  private:
   static constexpr std::int64_t stop_permits = std::int64_t{1} << 40;
 
-  // Slots are numbered in 32 bits for the free stack (whose largest value means none), and the
-  // counter is signed and `stop()` adds to it; a count past memory is a mistake anyway.
+  // Slots are numbered in 32 bits for the free list (the stack's largest value means none), and
+  // the counter is signed and `stop()` adds to it; a count past memory is a mistake anyway.
   static std::uint32_t checked_count(std::size_t count) {
     const auto bytes = detail::checked_mul(count, sizeof(Slot) + sizeof(std::uint32_t));
     const auto memory = detail::physical_memory_bytes();
@@ -231,8 +231,8 @@ class slot_pool {
     waiter waiter_;
   };
 
-  // A permit was granted: a slot is in the free stack or about to be (its release is between
-  // the counter and the stack).
+  // A permit was granted: a slot is in the free list or about to be (its release is between the
+  // counter and the list, or its push into the ring is still filling its cell).
   Slot* take_free_slot() noexcept {
     if (stopped_.load(std::memory_order_acquire)) return nullptr;
     std::uint32_t index = 0;
