@@ -8,8 +8,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include <semaphore.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <thread>
 
 namespace {
 
@@ -60,5 +64,33 @@ void device_batches(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * batch_size));
 }
 BENCHMARK(device_batches)->Name("baseline/device_batches")->Apply(shape);
+
+// The least a consumer pays that waits for each batch: one sleep in the kernel and one wake-up,
+// whatever hands it the batch. A thread posts a POSIX semaphore (what the queues sleep on) a
+// batch's making apart; the consumer's CPU time per wait is the floor of the starved case.
+void blocking_wait(benchmark::State& state) {
+  sem_t ready;
+  sem_init(&ready, 0, 0);
+  std::atomic<bool> done{false};
+  std::jthread producer([&] {
+    while (!done.load(std::memory_order_relaxed)) {
+      training_step(25);  // about one batch's making on the producers' side here
+      sem_post(&ready);
+    }
+  });
+  double consumer_ns = 0;
+  for (auto _ : state) {
+    const double start = thread_cpu_ns();
+    while (sem_wait(&ready) != 0) {
+    }
+    consumer_ns += thread_cpu_ns() - start;
+  }
+  done = true;
+  producer.join();
+  sem_destroy(&ready);
+  state.counters["consumer_cpu_ns"] =
+      benchmark::Counter(consumer_ns / static_cast<double>(state.iterations()));
+}
+BENCHMARK(blocking_wait)->Name("floor/blocking_wait")->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -5,12 +5,15 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <coroutine>
 #include <latch>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -22,6 +25,36 @@ crema::detail::producer_task record_thread(crema::thread_pool& pool, std::mutex&
     threads.insert(std::this_thread::get_id());
   }
   done.count_down();
+}
+
+// Suspends the awaiting coroutine and leaves its handle where a poll can find it: nobody posts it.
+struct left_for_a_poll {
+  std::atomic<void*>& where;
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> coroutine) const noexcept {
+    where.store(coroutine.address());
+  }
+  void await_resume() const noexcept {}
+};
+
+crema::detail::producer_task wait_for_a_poll(crema::thread_pool& pool, std::atomic<void*>& where,
+                                             std::atomic<std::thread::id>& resumed_on,
+                                             std::latch& done) {
+  co_await pool.schedule();
+  co_await left_for_a_poll{where};
+  resumed_on = std::this_thread::get_id();
+  done.count_down();
+}
+
+crema::detail::producer_task run_once(crema::thread_pool& pool, std::latch& done) {
+  co_await pool.schedule();
+  done.count_down();
+}
+
+// Waits until `done()`; the test's watchdog ends a wait that would not.
+template <class Done>
+void wait_until(Done&& done) {
+  while (!done()) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 }  // namespace
@@ -40,6 +73,84 @@ TEST_SUITE("thread_pool") {
     CHECK(threads.size() >= 1);
     CHECK(threads.size() <= 2);
     CHECK(threads.count(std::this_thread::get_id()) == 0);
+  }
+
+  TEST_CASE("an idle thread polls for work nobody posts, and resumes what its poll posts itself") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "thread_pool poll finds work");
+    std::atomic<void*> left{nullptr};
+    std::atomic<std::thread::id> poller;
+    std::atomic<std::thread::id> resumed_on;
+    std::atomic<int> polls{0};
+    std::latch done(1);
+    crema::thread_pool pool(2);
+    pool.poll_when_idle([&](bool) {
+      ++polls;
+      if (void* found = left.exchange(nullptr)) {
+        poller = std::this_thread::get_id();
+        pool.post(std::coroutine_handle<>::from_address(found));
+      }
+      return std::chrono::microseconds(200);
+    });
+    wait_for_a_poll(pool, left, resumed_on, done).coroutine.resume();
+    done.wait();
+    CHECK(polls.load() >= 1);
+    CHECK(resumed_on.load() == poller.load());  // the polling thread, not one it woke
+    CHECK(resumed_on.load() != std::this_thread::get_id());
+  }
+
+  TEST_CASE("one idle thread at a time polls, again and again while its poll asks to") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "thread_pool one poller");
+    std::atomic<int> inside{0};
+    std::atomic<int> most_inside{0};
+    std::atomic<int> polls{0};
+    std::mutex mutex;
+    std::vector<bool> first_calls;  // under mutex
+    crema::thread_pool pool(4);
+    pool.poll_when_idle([&](bool first) {
+      const int now = ++inside;
+      int most = most_inside.load();
+      while (now > most && !most_inside.compare_exchange_weak(most, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // others may go idle meanwhile
+      {
+        std::scoped_lock lock(mutex);
+        first_calls.push_back(first);
+      }
+      ++polls;
+      --inside;
+      return std::chrono::microseconds(100);
+    });
+    std::latch ran(16);
+    for (int i = 0; i < 16; ++i) run_once(pool, ran).coroutine.resume();
+    ran.wait();
+    wait_until([&] { return polls.load() >= 20; });
+    CHECK(most_inside.load() == 1);
+    std::scoped_lock lock(mutex);
+    CHECK(first_calls.front());  // the first call since the thread went idle says so
+    CHECK(std::count(first_calls.begin(), first_calls.end(), false) > 0);  // the timed repeats
+  }
+
+  TEST_CASE("a poll that returns zero ends the polling until a thread has run work again") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "thread_pool poll ends");
+    std::atomic<int> polls{0};
+    std::atomic<int> first_polls{0};
+    crema::thread_pool pool(1);
+    pool.poll_when_idle([&](bool first) {
+      ++polls;
+      if (first) ++first_polls;
+      return std::chrono::nanoseconds::zero();
+    });
+    std::latch ran(1);
+    run_once(pool, ran).coroutine.resume();
+    ran.wait();
+    wait_until([&] { return polls.load() == 1; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(polls.load() == 1);  // asleep until work comes, not polling
+    std::latch ran_again(1);
+    run_once(pool, ran_again).coroutine.resume();
+    ran_again.wait();
+    wait_until([&] { return polls.load() == 2; });
+    CHECK(first_polls.load() == 2);
   }
 
   TEST_CASE("a pool signals stop through its stop_token") {

@@ -466,7 +466,28 @@ TEST_SUITE("double_buffered_pipeline stats") {
     CHECK(stats.queued_batches == 0);
     const std::string line = fmt::format("{}", stats);
     CHECK(line.find("produced 3 batches (30 records), consumed 3") == 0);
+    CHECK(line.find("woken by consumers") != std::string::npos);
     CHECK(line.find('\n') == std::string::npos);
+  }
+
+  TEST_CASE("a consumer slower than its producers rarely pays to wake them: an idle one polls") {
+    watchdog guard(60s, "polling producers");
+    crema::double_buffered_pipeline pipe{
+        numbers(1000), identity, {.batch_size = 4, .prefetch = 4, .producers = 2, .threads = 2}};
+    auto consumer = pipe.consumer(0);
+    constexpr int batches = 100;
+    for (int i = 0; i < batches; ++i) {
+      auto batch = consumer.pull();
+      REQUIRE(batch);
+      // The training step: the producers fill the free slots meanwhile and wait for more.
+      std::this_thread::sleep_for(1ms);
+    }
+    const auto stats = pipe.stats();
+    CHECK(stats.producer_suspensions >= batches / 2);  // they did wait for released slots
+    // Woken by the consumer's releases, that would be one wake-up per two slots (50); the
+    // poller takes them all but the first few, before it has learned the consumer's pace.
+    CHECK(stats.producer_wakeups < batches / 5);
+    CHECK(stats.consumers[0].producer_wakeups == stats.producer_wakeups);
   }
 }
 

@@ -41,6 +41,11 @@ int* acquire_now(crema::thread_pool& executor, pool_type& pool) {
   return got.load();
 }
 
+template <class Waiters>
+void wait_until_resumed(const Waiters& waiting, int count) {
+  while (waiting.resumed() < count) std::this_thread::yield();
+}
+
 }  // namespace
 
 TEST_SUITE("slot_pool") {
@@ -167,6 +172,83 @@ TEST_SUITE("slot_pool") {
     late_done.wait();
     CHECK(late.load() == nullptr);
     CHECK_FALSE(late_suspended.load());
+  }
+}
+
+TEST_SUITE("slot_pool wake-ups") {
+  // Two coroutines wait for the two slots of a pool whose slots are both taken.
+  struct two_waiters {
+    crema::thread_pool executor{1};
+    pool_type pool;
+    int* a = nullptr;
+    int* b = nullptr;
+    std::vector<std::atomic<int*>> got = std::vector<std::atomic<int*>>(2);
+    std::vector<std::atomic<bool>> suspended = std::vector<std::atomic<bool>>(2);
+    std::latch done{2};
+
+    explicit two_waiters(std::size_t group)
+        : pool(
+              2, [] { return 0; }, executor) {
+      pool.wake_in_groups(group);
+      a = acquire_now(executor, pool);
+      b = acquire_now(executor, pool);
+      for (std::size_t i = 0; i < 2; ++i) {
+        take(executor, pool, got[i], suspended[i], done).coroutine.resume();
+      }
+      while (pool.available() > -2) std::this_thread::yield();  // both registered
+    }
+    [[nodiscard]] int resumed() const {
+      return static_cast<int>(got[0].load() != nullptr) +
+             static_cast<int>(got[1].load() != nullptr);
+    }
+  };
+
+  TEST_CASE("in groups of two, a slot released to a waiter is parked until a second is") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool groups");
+    two_waiters waiting(2);
+    CHECK(waiting.pool.release(waiting.a) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(waiting.resumed() == 0);
+    CHECK(waiting.pool.waiting() == 2);  // one parked for, one still without
+    CHECK(waiting.pool.release(waiting.b) == 2);
+    waiting.done.wait();
+    CHECK(std::set<int*>{waiting.got[0].load(), waiting.got[1].load()} ==
+          std::set<int*>{waiting.a, waiting.b});
+  }
+
+  TEST_CASE("kick hands a parked slot over at once, whatever the group") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool kick");
+    two_waiters waiting(2);
+    CHECK(waiting.pool.kick() == 0);  // nothing parked: nobody woken
+    CHECK(waiting.pool.release(waiting.a) == 0);
+    CHECK(waiting.pool.kick() == 1);
+    wait_until_resumed(waiting, 1);
+    CHECK(waiting.pool.waiting() == 1);
+    waiting.pool.release(waiting.b);
+    CHECK(waiting.pool.kick() == 1);
+    waiting.done.wait();
+  }
+
+  TEST_CASE("while polled, a release resumes nobody; the poller's kick and stop_polling do") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool polled");
+    two_waiters waiting(1);  // a pool that wakes a waiter per released slot
+    waiting.pool.start_polling();
+    CHECK(waiting.pool.polled());
+    CHECK(waiting.pool.release(waiting.a) == 0);
+    CHECK(waiting.pool.release(waiting.b) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(waiting.resumed() == 0);
+    CHECK(waiting.pool.kick() == 2);
+    waiting.done.wait();
+
+    // Ending the polling hands over what was parked meanwhile, and releases wake again.
+    two_waiters again(1);
+    again.pool.start_polling();
+    CHECK(again.pool.release(again.a) == 0);
+    CHECK(again.pool.stop_polling() == 1);
+    CHECK_FALSE(again.pool.polled());
+    CHECK(again.pool.release(again.b) == 1);
+    again.done.wait();
   }
 }
 

@@ -4,11 +4,18 @@
 #include <crema/core/detail/start_threads.hpp>
 #include <crema/core/error.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
+#include <functional>
 #include <stop_token>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 namespace crema {
 
@@ -18,6 +25,10 @@ namespace crema {
 /// A coroutine moves onto the pool with `co_await pool.schedule()`; anything holding a suspended
 /// coroutine (a slot pool waking a producer, say) hands it back with `post()`. So M coroutines
 /// share K threads, and one that waits for something is suspended, not blocking a thread.
+///
+/// An idle thread sleeps until work is posted; with `poll_when_idle`, one idle thread at a time
+/// instead wakes now and then by itself to look for work that nobody posts (slots a consumer
+/// gave back without paying for a wake-up, say).
 ///
 /// `post` and `schedule` are thread-safe and lock-free (the queue may allocate a block now and
 /// then). `request_stop()` signals the pool's `stop_token()` to the coroutines; the destructor
@@ -50,6 +61,13 @@ class thread_pool {
   /// @throws crema::allocation_error if the queue cannot grow (a coroutine is never dropped
   ///         silently)
   void post(std::coroutine_handle<> coroutine) {
+    // The polling thread keeps the first coroutine its poll posts and resumes it itself: no
+    // other thread is woken for it.
+    if (std::coroutine_handle<>*& keep = kept_by_poll(); keep != nullptr && runs_this_thread()) {
+      *keep = coroutine;
+      keep = nullptr;
+      return;
+    }
     if (!work_.enqueue(coroutine)) [[unlikely]] {
       throw allocation_error(sizeof(coroutine), "host", "thread_pool: the work queue cannot grow");
     }
@@ -66,6 +84,21 @@ class thread_pool {
     return awaiter{this};
   }
 
+  /// @brief Has an idle thread call `poll` rather than sleep until work is posted: one idle
+  /// thread at a time calls it (with `true` the first time since it went idle, `false` after),
+  /// and sleeps for as long as it returns before calling it again, or, when it returns zero,
+  /// until work is posted (the next thread to go idle after work polls again). The first coroutine
+  /// `poll` posts is resumed by the polling thread itself; others go to the queue as usual. `poll`
+  /// must not throw. A polling thread asks the kernel for timers accurate to about a microsecond
+  /// (Linux's timer slack; 50 µs by default).
+  ///
+  /// Call once, before posting the work whose waits it is for; threads idle since before the
+  /// call start polling once they have run something.
+  void poll_when_idle(std::function<std::chrono::nanoseconds(bool)> poll) {
+    idle_poll_ = std::move(poll);
+    polls_.store(true, std::memory_order_release);
+  }
+
   /// @brief Asks the coroutines on the pool to finish; they see it through `stop_token()`.
   void request_stop() noexcept { stop_.request_stop(); }
   /// @return the token that `request_stop()` and the destructor signal
@@ -80,6 +113,11 @@ class thread_pool {
     thread_local const thread_pool* pool = nullptr;
     return pool;
   }
+  // Where a polling thread keeps the first coroutine its poll posts; null when not polling.
+  static std::coroutine_handle<>*& kept_by_poll() noexcept {
+    thread_local std::coroutine_handle<>* keep = nullptr;
+    return keep;
+  }
 
   // One empty handle per thread: each thread that takes one returns.
   void wake_workers() {
@@ -90,13 +128,48 @@ class thread_pool {
     current_pool() = this;
     for (;;) {
       std::coroutine_handle<> coroutine;
-      work_.wait_dequeue(coroutine);
+      if (!work_.try_dequeue(coroutine) && !poll_for(coroutine)) work_.wait_dequeue(coroutine);
       if (!coroutine) return;  // one wake-up per thread, posted by the destructor
       coroutine.resume();
     }
   }
 
+  // Polls while this thread is idle and holds the poller's turn; returns whether it found work.
+  bool poll_for(std::coroutine_handle<>& coroutine) {
+    if (!polls_.load(std::memory_order_acquire) || polling_.exchange(true)) return false;
+    struct turn_ends {
+      std::atomic<bool>& polling;
+      ~turn_ends() { polling.store(false, std::memory_order_release); }
+    } ends{polling_};
+    tighten_timer_slack();
+    for (bool first = true;; first = false) {
+      std::coroutine_handle<> kept;
+      kept_by_poll() = &kept;
+      const std::chrono::nanoseconds sleep = idle_poll_(first);
+      kept_by_poll() = nullptr;
+      if (kept) {
+        coroutine = kept;
+        return true;
+      }
+      if (sleep <= sleep.zero()) return false;
+      const auto micros = std::chrono::ceil<std::chrono::microseconds>(sleep);
+      if (work_.wait_dequeue_timed(coroutine, micros)) return true;
+    }
+  }
+
+  // Linux delays a sleeping thread's timer by up to 50 µs by default, to batch wake-ups; a poll
+  // a few tens of microseconds apart needs better. Once per thread.
+  static void tighten_timer_slack() noexcept {
+#if defined(__linux__)
+    thread_local const bool tightened = prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL) == 0;
+    static_cast<void>(tightened);
+#endif
+  }
+
   moodycamel::BlockingConcurrentQueue<std::coroutine_handle<>> work_;
+  std::function<std::chrono::nanoseconds(bool)> idle_poll_;  // set once, then read only
+  std::atomic<bool> polls_{false};                           // idle_poll_ is set
+  std::atomic<bool> polling_{false};                         // a thread holds the poller's turn
   std::stop_source stop_;
   std::vector<std::jthread> workers_;  // last: joined before the queue goes
 };

@@ -293,6 +293,7 @@ class double_buffered_pipeline {
         // cost left on the consumer's thread. Consumers kick before they wait.
         made->free_slots().wake_in_groups(std::max<std::size_t>(1, options.prefetch / 2));
       }
+      pool.poll_when_idle([this](bool just_idle) { return poll_released_slots(just_idle); });
     }
 
     static pipeline_options validated(const pipeline_options& chosen) {
@@ -708,7 +709,7 @@ class double_buffered_pipeline {
           if (!target.try_pop(slot)) rethrow_error();
         } else if (kind == wait_kind::none) {
           if (!target.try_pop(slot)) {
-            kick_all();
+            kick_for(target);
             return {pull_status::timeout, {}};
           }
         } else {
@@ -719,7 +720,9 @@ class double_buffered_pipeline {
                 "again",
                 index, options.prefetch);
           }
-          if (!wait_for_slot(index, target, kind, deadline, slot)) {
+          // A batch that is there is taken without a look at the producers: kicking them costs
+          // a wake-up, which a consumer that keeps up should not pay.
+          if (!target.try_pop(slot) && !wait_for_slot(index, target, kind, deadline, slot)) {
             return {pull_status::timeout, {}};
           }
         }
@@ -761,7 +764,7 @@ class double_buffered_pipeline {
         // Producers may wait for slots released in a group not yet complete, on any consumer's
         // side (the claim this consumer needs may be behind them): let them go before sleeping,
         // and again every slice of the wait, since another consumer may park a slot meanwhile.
-        kick_all();
+        kick_for(target);
         const clock::time_point until =
             std::min({deadline, next_stall_check, detail::deadline_after(kick_interval)});
         if (target.pop_until(slot, until)) return true;
@@ -780,8 +783,66 @@ class double_buffered_pipeline {
       }
     }
 
-    void kick_all() {
-      for (const auto& each : channels) each->free_slots().kick();
+    // A consumer's kick, counted: the wake-ups it pays for.
+    void kick_for(channel_type& consumer) {
+      if (kick_all() != 0) consumer.wakeups.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    std::size_t kick_all() {
+      std::size_t handed = 0;
+      for (const auto& each : channels) handed += each->free_slots().kick();
+      return handed;
+    }
+
+    // -- idle producers poll for released slots --------------------------------------------
+
+    // Waking a sleeping producer is a system call, the dearest thing left on a consumer's thread
+    // (10 µs and more in a virtual machine, where it wakes a halted processor). So while the
+    // consumers keep coming back, their releases wake nobody: one idle producer thread wakes by
+    // itself now and then and hands the slots released meanwhile to the producers waiting for
+    // them. It polls about as often as slots come back: a poll that finds none doubles the
+    // interval, one that finds several shortens it, and once none came back for the longest
+    // interval the consumers are away, polling stops, and releases wake producers again.
+    static constexpr std::chrono::nanoseconds shortest_poll{20'000};
+    static constexpr std::chrono::nanoseconds longest_poll{10'000'000};
+
+    // Runs on one idle producer thread at a time (the pool's poller); the state below is its.
+    std::chrono::nanoseconds poll_released_slots(bool just_idle) noexcept {
+      try {
+        return poll_interval_after(just_idle);
+      } catch (...) {  // a queue that could not grow: the slots it held are lost, so stop
+        fail(std::current_exception(),
+             "pipeline: handing released slots to waiting producers failed");
+        return std::chrono::nanoseconds::zero();
+      }
+    }
+
+    std::chrono::nanoseconds poll_interval_after(bool just_idle) {
+      if (stop_source.stop_requested()) {
+        if (polling) end_polling();
+        return std::chrono::nanoseconds::zero();
+      }
+      if (!polling) {
+        polling = true;
+        for (const auto& each : channels) each->free_slots().start_polling();
+      }
+      if (kick_all() != 0) {
+        poll_learned = poll_interval;
+        poll_interval = std::max(shortest_poll, poll_interval * 2 / 3);
+      } else if (just_idle) {
+        poll_interval = poll_learned;
+      } else if (poll_interval * 3 / 2 > longest_poll) {
+        end_polling();
+        return std::chrono::nanoseconds::zero();
+      } else {
+        poll_interval = poll_interval * 3 / 2;
+      }
+      return poll_interval;
+    }
+
+    void end_polling() {
+      polling = false;
+      for (const auto& each : channels) each->free_slots().stop_polling();
     }
 
     // The consumer that holds consumer `waiting` back, if one does: every running producer
@@ -851,6 +912,8 @@ class double_buffered_pipeline {
         one.free_slots = free_now > 0 ? static_cast<std::size_t>(free_now) : 0;
         one.waiting_producers = waiting_producers(target);
         one.pulling = target.pulling.load(std::memory_order_relaxed);
+        one.producer_wakeups = target.wakeups.load(std::memory_order_relaxed);
+        stats.producer_wakeups += one.producer_wakeups;
         stats.queued_batches += one.queued_batches;
         stats.free_slots += one.free_slots;
         stats.waiting_producers += one.waiting_producers;
@@ -888,6 +951,10 @@ class double_buffered_pipeline {
     std::atomic<std::uint64_t> consumer_wait_ns{0};
     std::atomic<std::uint64_t> producer_wait_ns{0};
     std::vector<std::atomic<std::uint64_t>> suspensions;
+
+    bool polling = false;  // the poller's: releases leave waking to it
+    std::chrono::nanoseconds poll_interval{shortest_poll};
+    std::chrono::nanoseconds poll_learned{shortest_poll};  // the interval of the last find
 
     detail::claim_sequencer<thread_pool> claims;  // resumes its waiters on the pool
     thread_pool pool;  // last: its threads stop before anything they use goes

@@ -4,6 +4,8 @@
 #include <crema/core/error.hpp>
 #include <crema/pipeline/slot_pool.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <utility>
@@ -41,7 +43,8 @@ class queue_pair {
     }
   }
   /// @brief Gives a slot back to the free side (a lease ending).
-  void release(Slot* slot) { free_.release(slot); }
+  /// @return how many waiting producers it resumed
+  std::size_t release(Slot* slot) { return free_.release(slot); }
   /// @brief Takes the next full slot, blocking until there is one; null after `stop()`.
   [[nodiscard]] Slot* pop() {
     Slot* slot = nullptr;
@@ -75,14 +78,30 @@ class queue_pair {
   [[nodiscard]] slot_pool<Slot, Executor>& free_slots() noexcept { return free_; }
 
  private:
-  // A batch is often a few microseconds away: spin that long before sleeping, since waking a
-  // sleeping consumer costs the producer a system call.
+  // A batch is often a few microseconds away: spin that long before sleeping, since a sleep
+  // costs the consumer and the producer waking it a system call each. But where the consumer is
+  // starved its batches are a whole batch's making away, and spinning only burns the consumer's
+  // processor (on a small machine, the one its producers need): after two pops in a row whose
+  // spin came to nothing, only every 16th pop spins, to notice when batches come sooner again.
   bool spin_pop(Slot*& slot) {
-    return detail::spin_until([&] { return full_.try_dequeue(slot); });
+    const unsigned missed = missed_spins_.load(std::memory_order_relaxed);
+    if (missed >= 2 && unspun_.fetch_add(1, std::memory_order_relaxed) % 16 != 15) {
+      return full_.try_dequeue(slot);
+    }
+    const bool got = detail::spin_until([&] { return full_.try_dequeue(slot); });
+    missed_spins_.store(got ? 0 : std::min(missed + 1, 2U), std::memory_order_relaxed);
+    return got;
   }
 
+  // The pops' own spin decides; moodycamel's semaphore would spin again before it sleeps.
+  struct full_traits : moodycamel::ConcurrentQueueDefaultTraits {
+    static constexpr int MAX_SEMA_SPINS = 0;
+  };
+
   slot_pool<Slot, Executor> free_;
-  moodycamel::BlockingConcurrentQueue<Slot*> full_;
+  moodycamel::BlockingConcurrentQueue<Slot*, full_traits> full_;
+  std::atomic<unsigned> missed_spins_{0};  // pops in a row whose spin found nothing (up to 2)
+  std::atomic<unsigned> unspun_{0};        // pops that did not spin, to spin every 16th
 };
 
 }  // namespace crema

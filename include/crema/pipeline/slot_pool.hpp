@@ -123,26 +123,46 @@ class slot_pool {
   /// `slot` must be one of this pool's, acquired and not released since.
   /// With `wake_in_groups(n)`, a slot a coroutine waits for is parked instead until `n` are, and
   /// the coroutine that `n`-th release resumes takes them all: one wake-up per `n` releases.
-  void release(Slot* slot) {
+  /// While `start_polling` holds, it is parked and nobody is resumed.
+  /// @return how many waiting coroutines it resumed (each a wake-up where the executor's thread
+  ///         sleeps)
+  std::size_t release(Slot* slot) {
     if (available_.fetch_add(1, std::memory_order_acq_rel) >= 0) {
       push_free(index_of(slot));
-      return;
+      return 0;
     }
-    if (group_ == 1) {
+    if (group_ == 1 && !polled_.load()) {
       hand_over(pop_waiter(), slot);
-      return;
+      return 1;
     }
     // The slot belongs to a waiter; counted first, so whoever wakes the parked knows to expect it.
-    const std::size_t parked = parked_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    // Counted before `polled_` is read, and `stop_polling` writes it before it counts: one of
+    // them sees the other, so a slot parked as polling ends is never left behind.
+    const std::size_t parked = parked_count_.fetch_add(1) + 1;
     parked_.enqueue(slot);
-    if (parked >= group_) wake_parked();
+    if (polled_.load() || parked < group_) return 0;
+    return wake_parked();
   }
 
   /// @brief Resumes the coroutines that parked slots belong to now, however few the slots: for
-  /// a consumer about to wait for what those coroutines make. Cheap when nothing is parked.
-  void kick() {
-    if (parked_count_.load(std::memory_order_acquire) != 0) wake_parked();
+  /// a consumer about to wait for what those coroutines make, or a poller. Cheap when nothing is
+  /// parked.
+  /// @return how many slots it handed over
+  std::size_t kick() { return parked_count_.load() != 0 ? wake_parked() : 0; }
+
+  /// @brief Makes `release` wake no coroutine at all, whatever the group: slots released to
+  /// waiters stay parked until someone `kick()`s, which whoever calls this promises to do soon
+  /// and often (an idle thread polling, see `thread_pool::poll_when_idle`). Thread-safe.
+  void start_polling() noexcept { polled_.store(true); }
+  /// @brief Ends `start_polling`: `release` wakes waiters again, and the slots parked meanwhile
+  /// are handed over now. Thread-safe.
+  /// @return how many slots it handed over
+  std::size_t stop_polling() {
+    polled_.store(false);
+    return kick();
   }
+  /// @return whether `release` leaves the waking to a poller now
+  [[nodiscard]] bool polled() const noexcept { return polled_.load(std::memory_order_relaxed); }
 
   /// @brief Makes `release` wake a waiting coroutine once per `slots` released slots (1, the
   /// default, wakes one per slot). Whoever waits for what the coroutines make must `kick()`
@@ -266,13 +286,14 @@ class slot_pool {
 
   // Gives every parked slot to a waiting coroutine. The first resumed takes the others from the
   // free queue without suspending; the rest go to the waiters they were counted for.
-  void wake_parked() {
-    std::size_t parked = parked_count_.exchange(0, std::memory_order_acq_rel);
-    if (parked == 0) return;
+  std::size_t wake_parked() {
+    const std::size_t parked = parked_count_.exchange(0, std::memory_order_acq_rel);
+    if (parked == 0) return 0;
     Slot* first = take_parked();
     waiter* next = pop_waiter();
-    while (--parked > 0) hand_over(pop_waiter(), take_parked());
+    for (std::size_t i = 1; i < parked; ++i) hand_over(pop_waiter(), take_parked());
     hand_over(next, first);
+    return parked;
   }
   Slot* take_parked() noexcept {
     Slot* slot = nullptr;
@@ -295,6 +316,7 @@ class slot_pool {
   moodycamel::ConcurrentQueue<Slot*> parked_;  // released for waiters, not handed over yet
   std::atomic<std::size_t> parked_count_{0};
   std::size_t group_ = 1;
+  std::atomic<bool> polled_{false};  // a poller kicks: `release` wakes nobody
   std::atomic<std::int64_t> available_;
   std::atomic<bool> stopped_{false};
 };

@@ -30,7 +30,7 @@ class channel : public queue_pair<Slot, thread_pool> {
   // Takes back a slot a lease held.
   void release(Slot* slot) {
     outstanding.fetch_sub(1, std::memory_order_relaxed);
-    this->free_slots().release(slot);
+    if (this->free_slots().release(slot) != 0) wakeups.fetch_add(1, std::memory_order_relaxed);
   }
 
   // The only way a lease is made.
@@ -45,6 +45,7 @@ class channel : public queue_pair<Slot, thread_pool> {
   std::atomic<std::size_t> outstanding{0};  // leases the consumer holds
   std::atomic<std::uint64_t> consumed{0};   // batches delivered, for stats
   std::atomic<bool> pulling{false};         // the consumer waits in a pull
+  std::atomic<std::uint64_t> wakeups{0};    // releases and pulls of it that resumed producers
   // The consumer's own state: one thread at a time.
   std::vector<Slot*> reorder;
   std::uint64_t next_sequence = 0;
