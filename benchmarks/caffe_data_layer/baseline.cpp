@@ -1,10 +1,12 @@
 // The baselines: a plain hand-written loop doing the data layer's work on as many threads, with
 // no pipeline (each of n threads its own cursor over every n-th record: decode, crop, mirror, mean,
-// scale into a batch buffer of its own), the limit of what a pipeline can reach; and a raw LMDB
-// cursor scan copying each value out of the map, the limit of reading.
+// scale into a batch buffer of its own); and a raw LMDB cursor scan copying each value out of the
+// map, the limit of reading. For reference, the same loop prefetching each next record as crema's
+// producers do: the limit of a pipeline that does.
 #include <crema/io/caffe_transform.hpp>
 #include <crema/io/datum.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
+#include <crema/io/lmdb/lmdb_source.hpp>
 
 #include "caffe_data_layer/shape.hpp"
 
@@ -13,6 +15,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -56,6 +59,9 @@ class cursor {
   MDB_cursor* cursor_ = nullptr;
 };
 
+// With `Prefetch`, the loop keeps one record in hand and asks for the next one's bytes before it
+// works on it, as crema's producers do (`lmdb_source::prefetch`); the plain loop does not.
+template <bool Prefetch>
 void hand_loop(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
@@ -70,8 +76,7 @@ void hand_loop(benchmark::State& state, const dataset& set) {
         std::vector<float> data(set.batch * elements);
         std::vector<float> labels(set.batch);
         std::size_t filled = 0;
-        reader.scan([&](std::size_t ordinal, const MDB_val& key, const MDB_val& value) {
-          if (ordinal % threads != t) return;
+        const auto work = [&](std::size_t ordinal, const MDB_val& key, const MDB_val& value) {
           const std::string_view name(static_cast<const char*>(key.mv_data), key.mv_size);
           const crema::datum_view datum = crema::decode_datum(
               {static_cast<const std::byte*>(value.mv_data), value.mv_size}, name);
@@ -84,7 +89,25 @@ void hand_loop(benchmark::State& state, const dataset& set) {
             benchmark::DoNotOptimize(data.data());
             filled = 0;
           }
+        };
+        struct held {
+          std::size_t ordinal;
+          MDB_val key;
+          MDB_val value;
+        };
+        std::optional<held> in_hand;
+        reader.scan([&](std::size_t ordinal, const MDB_val& key, const MDB_val& value) {
+          if (ordinal % threads != t) return;
+          if constexpr (Prefetch) {
+            crema::lmdb_source::prefetch(
+                {{}, {static_cast<const std::byte*>(value.mv_data), value.mv_size}});
+            if (in_hand) work(in_hand->ordinal, in_hand->key, in_hand->value);
+            in_hand = held{ordinal, key, value};  // the map's bytes outlive the cursor's step
+          } else {
+            work(ordinal, key, value);
+          }
         });
+        if (in_hand) work(in_hand->ordinal, in_hand->key, in_hand->value);
       });
     }
     for (auto& worker : workers) worker.join();
@@ -92,12 +115,23 @@ void hand_loop(benchmark::State& state, const dataset& set) {
   }
   count_records(state, db.records());
 }
-BENCHMARK_CAPTURE(hand_loop, small, small)
+void plain_loop(benchmark::State& state, const dataset& set) { hand_loop<false>(state, set); }
+void prefetching_loop(benchmark::State& state, const dataset& set) { hand_loop<true>(state, set); }
+
+BENCHMARK_CAPTURE(plain_loop, small, small)
     ->Name("baseline/data_layer/small")
     ->Apply(by_threads)
     ->UseRealTime();
-BENCHMARK_CAPTURE(hand_loop, large, large)
+BENCHMARK_CAPTURE(plain_loop, large, large)
     ->Name("baseline/data_layer/large")
+    ->Apply(by_threads)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(prefetching_loop, small, small)
+    ->Name("reference/prefetching_loop/small")
+    ->Apply(by_threads)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(prefetching_loop, large, large)
+    ->Name("reference/prefetching_loop/large")
     ->Apply(by_threads)
     ->UseRealTime();
 

@@ -14,8 +14,15 @@ int main(int argc, char** argv) {
             if (crema <= 0 || base <= 0) continue;
             fmt::print(
                 "  data_layer {:<5}: the pipeline reaches {:.1f}% of the hand-written loop "
-                "on {} thread{}\n",
+                "on {} thread{}",
                 set, 100.0 * base / crema, threads, threads == 1 ? "" : "s");
+            const double prefetching = reporter.nanoseconds(
+                fmt::format("reference/prefetching_loop/{}/threads:{}/real_time", set, threads));
+            if (prefetching > 0) {
+              fmt::print(", {:.1f}% of the loop prefetching as crema does",
+                         100.0 * prefetching / crema);
+            }
+            fmt::print("\n");
           }
           const double crema =
               reporter.nanoseconds(fmt::format("crema/read_only/{}/real_time", set));

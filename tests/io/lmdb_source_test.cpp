@@ -71,6 +71,9 @@ std::vector<std::size_t> rest_of_pass(crema::lmdb_source& source) {
   return labels;
 }
 
+// Its records are views into the map, read once per pass: the pipeline prefetches them.
+static_assert(crema::prefetching_record_source<crema::lmdb_source>);
+
 std::vector<std::size_t> iota(std::size_t size) {
   std::vector<std::size_t> all(size);
   std::iota(all.begin(), all.end(), std::size_t{0});

@@ -31,6 +31,22 @@ using crema::test::first_numbers;
 using crema::test::identity;
 using crema::test::numbers;
 
+// Numbers whose records a producer prefetches: it counts the hints.
+struct prefetched_numbers : crema::vector_source<int> {
+  using crema::vector_source<int>::vector_source;
+  static inline std::atomic<int> hints{0};
+  static void prefetch(const int& record) noexcept {
+    ++hints;
+    hinted_[static_cast<std::size_t>(record)].store(true);
+  }
+  static bool hinted(int record) { return hinted_[static_cast<std::size_t>(record)].load(); }
+
+ private:
+  static inline std::vector<std::atomic<bool>> hinted_ = std::vector<std::atomic<bool>>(1000);
+};
+static_assert(crema::prefetching_record_source<prefetched_numbers>);
+static_assert(!crema::prefetching_record_source<crema::vector_source<int>>);
+
 }  // namespace
 
 TEST_SUITE("double_buffered_pipeline") {
@@ -53,6 +69,26 @@ TEST_SUITE("double_buffered_pipeline") {
     CHECK(stats.batches_produced == 16);
     CHECK(stats.records_produced == 1000);
     CHECK(stats.batches_consumed == 16);
+  }
+
+  TEST_CASE("producers prefetch every record of a source that can, before they transform it") {
+    watchdog guard(30s, "prefetch");
+    std::atomic<int> unhinted{0};
+    crema::double_buffered_pipeline pipe{
+        prefetched_numbers(first_numbers(1000), "prefetched"),
+        [&](const int& record) {
+          if (!prefetched_numbers::hinted(record)) ++unhinted;
+          return record;
+        },
+        {.batch_size = 64, .producers = 3, .threads = 2, .mode = pipeline_mode::single_pass}};
+    std::vector<int> seen;
+    for (auto batch : pipe.consumer(0)) {
+      for (int value : *batch) seen.push_back(value);
+    }
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == first_numbers(1000));
+    CHECK(prefetched_numbers::hints.load() == 1000);  // each record once, none twice
+    CHECK(unhinted.load() == 0);
   }
 
   TEST_CASE("eight producers share two threads: each is suspended and only two threads run them") {

@@ -468,7 +468,14 @@ class double_buffered_pipeline {
       std::size_t i = 0;
       try {
         sample_context context = context_for(slot, producer);
+        if constexpr (prefetching_record_source<Source>) {
+          if (slot.size > 0) Source::prefetch(slot.record(0));
+        }
         for (; i < slot.size; ++i) {
+          if constexpr (prefetching_record_source<Source>) {
+            // The next record comes from memory while this one is transformed.
+            if (i + 1 < slot.size) Source::prefetch(slot.record(i + 1));
+          }
           if (stop_source.stop_requested()) {  // stop waits for one record, not a batch
             slot.size = 0;
             return false;

@@ -34,7 +34,12 @@ using record_position = std::uint64_t;
 ///   `source_registry`, and for error messages.
 /// - Optionally, `record_key(record)` names one record (an LMDB key, a file name); the pipeline
 ///   puts it in error messages and `sample_context::key()`.
+/// - Optionally, a static `prefetch(record)` (noexcept) starts loading the memory a transform
+///   will read for `record` into the cache: for records that are views into memory read once and
+///   likely cold, as an LMDB's map is. A producer calls it for the next record of its batch
+///   before it transforms the current one, so the one arrives while the other is worked on.
 /// Sources are used by one thread at a time; the pipeline serializes its producers' pulls.
+/// `prefetch` is the exception: it sees only the record, and runs on any producer's thread.
 template <class Source>
 concept record_source = std::move_constructible<Source> &&
     requires(Source& source, const Source& const_source, std::size_t rank, std::size_t world,
@@ -54,6 +59,14 @@ template <class Source>
 concept keyed_record_source = record_source<Source> &&
     requires(const Source& source, const typename Source::record_type& record) {
   { source.record_key(record) } -> std::convertible_to<std::string>;
+};
+
+/// @brief A source whose records can be prefetched (`Source::prefetch(record)`).
+template <class Source>
+concept prefetching_record_source = record_source<Source> &&
+    requires(const typename Source::record_type& record) {
+  { Source::prefetch(record) }
+  noexcept;
 };
 
 /// @brief How a pipeline keeps its own copy of a record from a source whose records do not stay
@@ -99,6 +112,17 @@ struct record_storage<std::basic_string_view<Char, Traits>> {
 };
 
 namespace detail {
+
+// Asks for the cache lines of `bytes` (up to `most` bytes of them) to be loaded, as a hint: no
+// fault, no wait. Beyond a few kilobytes the processor's own prefetchers follow a sequential read
+// anyway, and lines loaded much earlier than they are read would only be evicted again.
+inline void prefetch_bytes(std::span<const std::byte> bytes, std::size_t most) noexcept {
+  constexpr std::size_t line = 64;
+  const std::size_t length = bytes.size() < most ? bytes.size() : most;
+  for (std::size_t offset = 0; offset < length; offset += line) {
+    __builtin_prefetch(bytes.data() + offset);
+  }
+}
 
 inline void check_shard(std::size_t rank, std::size_t world) {
   if (world == 0) fail<config_error>("source shard: world must be at least 1, got 0");
