@@ -7,9 +7,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -256,6 +258,49 @@ TEST_SUITE("caffe_transform") {
     crema::sample_rng rng(7, 0, 0);
     testing(view, std::span<float>(out), rng);
     CHECK(out[0] == static_cast<float>(bytes[1 * width + 2]));  // the centre: offsets 1 and 2
+  }
+
+  TEST_CASE("outputs streamed past the caches are the same bits as outputs written through them") {
+    // Rows of a multiple of 4 values (36 across, or a crop of 16), where the AVX2 planes stream.
+    constexpr std::size_t c = 3, h = 24, w = 36;
+    std::vector<std::uint8_t> bytes(c * h * w);
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<std::uint8_t>((i * 37 + 11) % 251);
+    }
+    const auto view = crema::image_view<std::uint8_t>::planar(bytes.data(), c, h, w);
+    for (const std::size_t crop : {0U, 16U}) {
+      for (const bool mirror : {false, true}) {
+        crema::caffe_transform_options options{.crop_size = crop,
+                                               .mirror = mirror,
+                                               .scale = 0.017f,
+                                               .mean_values = {104.0f, 117.0f, 123.5f}};
+        options.stream_from_bytes = std::numeric_limits<std::size_t>::max();
+        const crema::caffe_transform cached(options);
+        options.stream_from_bytes = 0;
+        const crema::caffe_transform streamed(options);
+        const std::size_t size = cached.output_shape(c, h, w).elements();
+        for (std::uint64_t position = 0; position < 8; ++position) {
+          CAPTURE(crop);
+          CAPTURE(mirror);
+          CAPTURE(position);
+          const crema::sample_rng rng(5, 1, position);
+          std::vector<float> expected(size);
+          auto draws = rng;
+          cached(view, std::span<float>(expected), draws);
+          // 16-byte aligned (streamed) and 4 bytes past it (written through the caches).
+          std::vector<float> room(size + 4);
+          for (const std::size_t offset : {0U, 1U}) {
+            draws = rng;
+            streamed(view, std::span<float>(room).subspan(offset, size), draws);
+            CHECK(std::equal(
+                expected.begin(), expected.end(),
+                room.begin() + static_cast<std::ptrdiff_t>(offset), [](float a, float b) {
+                  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+                }));
+          }
+        }
+      }
+    }
   }
 
   TEST_CASE("wrong options and records are errors naming the option or the record") {

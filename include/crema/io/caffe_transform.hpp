@@ -70,6 +70,12 @@ struct caffe_transform_options {
   /// A mean image (what compute_image_mean writes, [1, C, H, W] or [C, H, W]) subtracted pixel by
   /// pixel before the crop, as Caffe does. Not with `mean_values`.
   std::shared_ptr<const blob> mean_file = {};
+  /// Records whose output is at least this many bytes are written past the caches (non-temporal
+  /// stores; from bytes, with AVX2, into 16-byte aligned rows of a multiple of 4 values): a batch
+  /// of them is more than the caches hold and is read later by another thread or a copy engine,
+  /// so caching it only evicts what is still needed, and each line written costs a read first.
+  /// The values are the same bits either way. 0 streams every record; SIZE_MAX none.
+  std::size_t stream_from_bytes = std::size_t{256} << 10;
 };
 
 /// @brief Caffe's `DataTransformer`: crop (random in training, the centre in testing), mirror,
@@ -144,42 +150,66 @@ class caffe_transform {
     const float scale = options_.scale;
     const float* mean_image = options_.mean_file ? options_.mean_file->data.data() : nullptr;
     const auto isa = detail::byte_rows().load(std::memory_order_relaxed);
+    const bool stream = streams(out, shape.width);
     for (std::size_t c = 0; c < shape.channels; ++c) {
       const float channel_mean = mean_of_channel(c);
-      const T* from =
-          in.data + c * in.channel_stride + dy * in.row_stride + dx * in.column_stride;
+      const T* from = in.data + c * in.channel_stride + dy * in.row_stride + dx * in.column_stride;
       float* to = out.data() + c * shape.height * shape.width;
       if (mean_image != nullptr) {
         plane<true>(from, in.row_stride, in.column_stride,
                     mean_image + (c * in.height + dy) * in.width + dx, in.width, to, shape.width,
-                    shape.height, scale, mirror, isa);
+                    shape.height, scale, mirror, stream, isa);
       } else {
         plane<false>(from, in.row_stride, in.column_stride, &channel_mean, 0, to, shape.width,
-                     shape.height, scale, mirror, isa);
+                     shape.height, scale, mirror, stream, isa);
       }
     }
+#if defined(CREMA_TRANSFORM_AVX2)
+    // Streamed lines are not ordered with later stores: the batch is handed on only after them.
+    if (stream) _mm_sfence();
+#endif
   }
 
   [[nodiscard]] const caffe_transform_options& options() const noexcept { return options_; }
 
  private:
+  // Whether a record's output goes past the caches (`stream_from_bytes`); only the AVX2 planes
+  // of bytes stream, so the rows must suit them.
+  bool streams(std::span<const float> out, std::size_t width) const noexcept {
+#if defined(CREMA_TRANSFORM_AVX2)
+    return out.size_bytes() >= options_.stream_from_bytes && width % 4 == 0 &&
+           reinterpret_cast<std::uintptr_t>(out.data()) % 16 == 0;
+#else
+    (void)out;
+    (void)width;
+    return false;
+#endif
+  }
+
   // A channel's `height` output rows, `width` values each, from rows `from_stride` apart; the
   // mean is the mean image's first row of the crop (`mean_stride` apart) or the channel's mean.
   // Bytes of unit stride go to AVX2 planes where `isa` allows, else row by row.
   template <bool PerPixelMean, class T>
   static void plane(const T* from, std::size_t from_stride, std::size_t step, const float* mean,
                     std::size_t mean_stride, float* to, std::size_t width, std::size_t height,
-                    float scale, bool mirror, detail::byte_row_isa isa) noexcept {
+                    float scale, bool mirror, bool stream, detail::byte_row_isa isa) noexcept {
 #if defined(CREMA_TRANSFORM_AVX2)
     if constexpr (std::is_same_v<T, std::uint8_t>) {
       if (step == 1 && isa == detail::byte_row_isa::avx2) {
-        return mirror ? byte_plane_avx2<PerPixelMean, true>(from, from_stride, mean, mean_stride,
-                                                            to, width, height, scale)
-                      : byte_plane_avx2<PerPixelMean, false>(from, from_stride, mean, mean_stride,
-                                                             to, width, height, scale);
+        const auto run = [&]<bool Mirror, bool Stream>() {
+          byte_plane_avx2<PerPixelMean, Mirror, Stream>(from, from_stride, mean, mean_stride, to,
+                                                        width, height, scale);
+        };
+        if (stream) {
+          return mirror ? run.template operator()<true, true>()
+                        : run.template operator()<false, true>();
+        }
+        return mirror ? run.template operator()<true, false>()
+                      : run.template operator()<false, false>();
       }
     }
 #endif
+    (void)stream;
     for (std::size_t h = 0; h < height; ++h) {
       row<PerPixelMean>(from + h * from_stride, step, PerPixelMean ? mean + h * mean_stride : mean,
                         to + h * width, width, scale, mirror, isa);
@@ -271,12 +301,25 @@ class caffe_transform {
 #endif
 
 #if defined(CREMA_TRANSFORM_AVX2)
+  // Eight values to `to`: through the caches, or past them in two 16-byte non-temporal stores
+  // (`to` 16-byte aligned).
+  template <bool Stream>
+  [[gnu::target("avx2")]] static void store8(float* to, __m256 values) noexcept {
+    if constexpr (Stream) {
+      _mm_stream_ps(to, _mm256_castps256_ps128(values));
+      _mm_stream_ps(to + 4, _mm256_extractf128_ps(values, 1));
+    } else {
+      _mm256_storeu_ps(to, values);
+    }
+  }
+
   // A channel's `height` rows of bytes of unit stride with AVX2: eight values a step (then four,
   // then one), the arithmetic of the plain loop in its order, so the same bits (no fused
   // multiply-add: `target` asks for AVX2 alone). A whole plane a call, so that the constants are
   // set and the call made once per channel, not once per row. `mean` is the mean image's first
-  // row of the crop (`mean_stride` apart) or the channel's mean.
-  template <bool PerPixelMean, bool Mirror>
+  // row of the crop (`mean_stride` apart) or the channel's mean. With `Stream`, the rows (16-byte
+  // aligned, a multiple of 4 values long) are written past the caches.
+  template <bool PerPixelMean, bool Mirror, bool Stream>
   [[gnu::target("avx2")]] static void byte_plane_avx2(const std::uint8_t* from,
                                                       std::size_t from_stride, const float* mean,
                                                       std::size_t mean_stride, float* to,
@@ -295,9 +338,9 @@ class caffe_transform {
         const __m256 values = _mm256_mul_ps(
             _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), means), scales);
         if constexpr (Mirror) {
-          _mm256_storeu_ps(to + width - w - 8, _mm256_permutevar8x32_ps(values, reversed));
+          store8<Stream>(to + width - w - 8, _mm256_permutevar8x32_ps(values, reversed));
         } else {
-          _mm256_storeu_ps(to + w, values);
+          store8<Stream>(to + w, values);
         }
       }
       if (w + 4 <= width) {
