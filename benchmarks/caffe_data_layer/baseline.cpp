@@ -2,8 +2,7 @@
 // no pipeline (each of n threads its own cursor over every n-th record: decode, crop, mirror, mean,
 // scale into a batch buffer of its own, every store through the caches); and a raw LMDB cursor
 // scan copying each value out of the map, the limit of reading. For reference, the same loop
-// prefetching each next record and streaming large outputs past the caches as crema's producers
-// do.
+// prefetching each next record as crema's producers do.
 #include <crema/io/caffe_transform.hpp>
 #include <crema/io/datum.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
@@ -66,7 +65,7 @@ template <bool Prefetch>
 void hand_loop(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
-  const crema::caffe_transform transform = transform_of(set, !Prefetch);
+  const crema::caffe_transform transform = transform_of(set);
   const std::size_t elements = 3 * set.crop * set.crop;
   std::uint64_t epoch = 0;
   for (auto _ : state) {

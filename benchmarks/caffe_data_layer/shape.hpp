@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -49,17 +48,13 @@ struct dataset {
 inline constexpr dataset small{"small", "CREMA_BENCH_SMALL_RECORDS", 50000, 32, 28, 64};
 inline constexpr dataset large{"large", "CREMA_BENCH_LARGE_RECORDS", 5000, 256, 224, 32};
 
-// crema's transform as a data layer uses it; `plain` writes every output through the caches (a
-// large record's output goes past them by default), as a loop written by hand would.
-inline crema::caffe_transform transform_of(const dataset& set, bool plain = false) {
-  return crema::caffe_transform(crema::caffe_transform_options{
-      .crop_size = set.crop,
-      .mirror = true,
-      .training = true,
-      .scale = 0.017f,
-      .mean_values = {104, 117, 123},
-      .stream_from_bytes = plain ? std::numeric_limits<std::size_t>::max()
-                                 : crema::caffe_transform_options{}.stream_from_bytes});
+// crema's transform as a data layer uses it.
+inline crema::caffe_transform transform_of(const dataset& set) {
+  return crema::caffe_transform(crema::caffe_transform_options{.crop_size = set.crop,
+                                                               .mirror = true,
+                                                               .training = true,
+                                                               .scale = 0.017f,
+                                                               .mean_values = {104, 117, 123}});
 }
 
 // The database of `set`, made on first use.

@@ -525,6 +525,123 @@ TEST_SUITE("double_buffered_pipeline stats") {
     CHECK(stats.producer_wakeups < batches / 5);
     CHECK(stats.consumers[0].producer_wakeups == stats.producer_wakeups);
   }
+
+  // Batches of two records, each taking `per_record`; the consumer gives every batch back at
+  // once. How many of `batches` came in the slot of the batch before, and the stats.
+  const auto refills_of = [](std::chrono::milliseconds per_record, std::chrono::microseconds wait,
+                             int batches) {
+    const auto slow = [per_record](const int& record) {
+      std::this_thread::sleep_for(per_record);
+      return record;
+    };
+    crema::double_buffered_pipeline pipe{
+        numbers(1000),
+        slow,
+        {.batch_size = 2, .prefetch = 4, .producers = 1, .threads = 1, .warm_refill_wait = wait}};
+    auto consumer = pipe.consumer(0);
+    const int* last = nullptr;
+    int same_slot = 0;
+    for (int i = 0; i < batches; ++i) {
+      auto batch = consumer.pull();
+      REQUIRE(batch);
+      same_slot += batch->items().data() == last ? 1 : 0;
+      last = batch->items().data();
+    }
+    return std::pair{same_slot, pipe.stats()};
+  };
+
+  TEST_CASE("a producer whose consumer keeps up refills the slot it handed on last") {
+    watchdog guard(60s, "warm refills");
+    // Fills of 80 ms, waits of up to 10 ms: time enough for the consumer to give the batch back
+    // on a loaded machine too.
+    constexpr int batches = 20;
+    const auto [same_slot, stats] = refills_of(40ms, 50ms, batches);
+    // Taking a slot at once, the producer would not get the one its consumer still holds: the
+    // batches would come in another slot than the one before, and the four would go round.
+    CHECK(same_slot >= batches / 2);
+    CHECK(stats.warm_refills >= static_cast<std::uint64_t>(batches / 2));
+    CHECK(fmt::format("{}", stats).find("refilled warm") != std::string::npos);
+  }
+
+  TEST_CASE("warm_refill_wait 0: producers take the next free slot at once") {
+    watchdog guard(60s, "no warm refills");
+    constexpr int batches = 10;
+    // Fills long enough that a wait would be made, and counted.
+    const auto stats = refills_of(5ms, 0us, batches).second;
+    CHECK(stats.warm_refills == 0);
+  }
+
+  TEST_CASE("small batches, made faster than a consumer gives them back, never wait for slots") {
+    watchdog guard(60s, "no warm refills");
+    crema::double_buffered_pipeline pipe{
+        numbers(1000), identity, {.batch_size = 4, .prefetch = 4, .producers = 2, .threads = 2}};
+    auto consumer = pipe.consumer(0);
+    for (int i = 0; i < 500; ++i) REQUIRE(consumer.pull());
+    CHECK(pipe.stats().warm_refills == 0);
+    CHECK(fmt::format("{}", pipe.stats()).find("refilled warm") == std::string::npos);
+  }
+}
+
+TEST_SUITE("warm_refill") {
+  using crema::detail::warm_refill;
+  const auto never_stopped = [] { return false; };
+
+  TEST_CASE("waits only for the channel it handed on to, once, and only after long fills") {
+    int channel = 0;
+    int other = 0;
+    std::atomic<std::uint64_t> returned{5};
+    warm_refill warm(200us);
+    CHECK_FALSE(warm.wait(&channel, returned, never_stopped));  // nothing handed on yet
+    warm.handing_on(&channel, 4, 2ms);
+    CHECK_FALSE(warm.wait(&other, returned, never_stopped));
+    warm.handing_on(&channel, 4, 2ms);
+    CHECK(warm.wait(&channel, returned, never_stopped));        // one came back since
+    CHECK_FALSE(warm.wait(&channel, returned, never_stopped));  // once per batch handed on
+    warm_refill quick(200us);
+    quick.handing_on(&channel, 4, 40us);  // an eighth of it is less than the shortest wait
+    CHECK_FALSE(quick.wait(&channel, returned, never_stopped));
+    CHECK(warm.refills() == 1);
+    CHECK(quick.refills() == 0);
+  }
+
+  TEST_CASE("a wait that ends with nothing back skips the next 1, 2, 4 ... 64") {
+    int channel = 0;
+    std::atomic<std::uint64_t> returned{0};
+    warm_refill warm(200us);
+    // One batch handed on and the wait before the next: a slot comes back or not (waiting
+    // 12.5 us at most); true if the wait got it.
+    const auto attempt = [&](bool comes_back) {
+      warm.handing_on(&channel, returned.load(), 100us);
+      if (comes_back) ++returned;
+      return warm.wait(&channel, returned, never_stopped);
+    };
+    CHECK_FALSE(attempt(false));  // a miss
+    CHECK_FALSE(attempt(true));   // skipped
+    CHECK_FALSE(attempt(false));  // a second miss in a row
+    CHECK_FALSE(attempt(true));   // skipped twice
+    CHECK_FALSE(attempt(true));
+    CHECK(attempt(true));  // waits again, and a refill starts the count again
+    CHECK_FALSE(attempt(false));
+    CHECK_FALSE(attempt(true));
+    CHECK(attempt(true));
+    for (int miss = 0; miss < 10; ++miss) {  // the skips grow to 64, no further
+      CHECK_FALSE(attempt(false));
+      for (int skip = 0; skip < (1 << std::min(miss, 6)); ++skip) CHECK_FALSE(attempt(true));
+    }
+    CHECK(attempt(true));
+    CHECK(warm.refills() == 3);
+    CHECK(warm.missed() == 13);
+  }
+
+  TEST_CASE("a stop ends the wait") {
+    int channel = 0;
+    std::atomic<std::uint64_t> returned{0};
+    warm_refill warm(200us);
+    warm.handing_on(&channel, 0, 10s);
+    int asked = 0;
+    CHECK_FALSE(warm.wait(&channel, returned, [&] { return ++asked > 0; }));
+    CHECK(asked == 1);  // asked after the first look
+  }
 }
 
 TEST_SUITE("source_registry") {

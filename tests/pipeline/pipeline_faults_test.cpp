@@ -519,6 +519,18 @@ TEST_SUITE("pipeline faults: configuration") {
     make(std::chrono::milliseconds::max());
   }
 
+  TEST_CASE("a warm_refill_wait below 0 or past 1 s is refused; 0 and 1 s are accepted") {
+    const auto make = [](std::chrono::microseconds wait) {
+      crema::double_buffered_pipeline pipe{numbers(10), identity, {.warm_refill_wait = wait}};
+    };
+    CHECK_THROWS_WITH_AS(
+        make(-1us), "pipeline: warm_refill_wait must be from 0 to 1 s (0 never waits), got -1 us",
+        crema::config_error);
+    CHECK_THROWS_AS(make(std::chrono::microseconds::max()), crema::config_error);
+    make(0us);
+    make(1s);
+  }
+
   TEST_CASE("a slot pool of more slots than memory holds is refused") {
     crema::thread_pool pool(1);
     using pool_type = crema::slot_pool<int, crema::thread_pool>;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -71,11 +72,13 @@ struct caffe_transform_options {
   /// pixel before the crop, as Caffe does. Not with `mean_values`.
   std::shared_ptr<const blob> mean_file = {};
   /// Records whose output is at least this many bytes are written past the caches (non-temporal
-  /// stores; from bytes, with AVX2, into 16-byte aligned rows of a multiple of 4 values): a batch
-  /// of them is more than the caches hold and is read later by another thread or a copy engine,
-  /// so caching it only evicts what is still needed, and each line written costs a read first.
-  /// The values are the same bits either way. 0 streams every record; SIZE_MAX none.
-  std::size_t stream_from_bytes = std::size_t{256} << 10;
+  /// stores; from bytes, with AVX2, into 16-byte aligned rows of a multiple of 4 values), and each
+  /// line written costs no read first. Worth it only where the batch memory written has left the
+  /// caches anyway: batches larger than the cache, into slots the consumer held a while (an
+  /// upload still running). Where the consumer keeps up, producers refill the slot just given
+  /// back, still in the cache (`pipeline_stats::warm_refills`), and streaming would push it out;
+  /// hence none by default. The values are the same bits either way. 0 streams every record.
+  std::size_t stream_from_bytes = std::numeric_limits<std::size_t>::max();
 };
 
 /// @brief Caffe's `DataTransformer`: crop (random in training, the centre in testing), mirror,

@@ -8,6 +8,7 @@
 #include <crema/pipeline/detail/channel.hpp>
 #include <crema/pipeline/detail/claim_sequencer.hpp>
 #include <crema/pipeline/detail/producer_task.hpp>
+#include <crema/pipeline/detail/warm_refill.hpp>
 #include <crema/pipeline/generator_source.hpp>
 #include <crema/pipeline/indexed_source.hpp>
 #include <crema/pipeline/lease.hpp>
@@ -311,6 +312,12 @@ class double_buffered_pipeline {
             "{} ms",
             chosen.stall_timeout.count());
       }
+      if (chosen.warm_refill_wait < std::chrono::microseconds::zero() ||
+          chosen.warm_refill_wait > std::chrono::seconds(1)) {
+        detail::fail<config_error>(
+            "pipeline: warm_refill_wait must be from 0 to 1 s (0 never waits), got {} us",
+            chosen.warm_refill_wait.count());
+      }
       check_memory(chosen);
       return chosen;
     }
@@ -401,6 +408,7 @@ class double_buffered_pipeline {
                  return fmt::format("pipeline: copying the transform for producer {} failed", id);
                }));
         }
+        detail::warm_refill warm(options.warm_refill_wait);
         while (own && !stop_source.stop_requested()) {
           if (body->exhausted.load(std::memory_order_acquire)) break;  // a pass that is over
           // Turns deal the consumers in order; the batch's number comes with its slot, so every
@@ -408,6 +416,11 @@ class double_buffered_pipeline {
           const std::uint64_t turn = turns.fetch_add(1, std::memory_order_relaxed);
           const std::size_t consumer = static_cast<std::size_t>(turn % channels.size());
           channel_type& target = *channels[consumer];
+          if constexpr (slot_type::reuse == slot_reuse::most_recent) {
+            if (warm.wait(&target, target.returned, [&] { return stop_source.stop_requested(); })) {
+              warm_refills.fetch_add(1, std::memory_order_relaxed);
+            }
+          }
           const auto asked = clock::now();
           const acquired_slot<slot_type> acquired = co_await target.free_slots().acquire();
           if (acquired.suspended) {
@@ -423,11 +436,16 @@ class double_buffered_pipeline {
             break;
           }
           std::optional<failure_note> failure;
+          const auto filling = clock::now();
           const bool handed_on = fill(*slot, ticket, id, *own, failure);
           if (handed_on) {
             target.handed_on.fetch_add(1, std::memory_order_relaxed);
             batches_produced.fetch_add(1, std::memory_order_relaxed);
             records_produced.fetch_add(slot->size, std::memory_order_relaxed);
+            if constexpr (slot_type::reuse == slot_reuse::most_recent) {
+              warm.handing_on(&target, target.returned.load(std::memory_order_acquire),
+                              clock::now() - filling);
+            }
             target.push(slot);
           } else {
             target.free_slots().release(slot);
@@ -899,6 +917,7 @@ class double_buffered_pipeline {
       stats.records_produced = records_produced.load(std::memory_order_relaxed);
       stats.batches_consumed = batches_consumed.load(std::memory_order_relaxed);
       stats.epochs = epochs.load(std::memory_order_relaxed);
+      stats.warm_refills = warm_refills.load(std::memory_order_relaxed);
       stats.consumer_wait =
           std::chrono::nanoseconds(consumer_wait_ns.load(std::memory_order_relaxed));
       stats.producer_wait =
@@ -955,6 +974,7 @@ class double_buffered_pipeline {
     std::atomic<std::uint64_t> records_produced{0};
     std::atomic<std::uint64_t> batches_consumed{0};
     std::atomic<std::uint64_t> epochs{0};
+    std::atomic<std::uint64_t> warm_refills{0};
     std::atomic<std::uint64_t> consumer_wait_ns{0};
     std::atomic<std::uint64_t> producer_wait_ns{0};
     std::vector<std::atomic<std::uint64_t>> suspensions;

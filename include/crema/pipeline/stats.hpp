@@ -37,6 +37,11 @@ struct pipeline_stats {
   /// Rare while the consumers keep coming back: an idle producer thread then polls for the slots
   /// they released.
   std::uint64_t producer_wakeups = 0;
+  /// Batches a producer wrote into the slot it had handed on last, waiting a few microseconds for
+  /// its consumer to give it back rather than taking one written longer ago: where batches are
+  /// larger than a core's cache, what keeps their stores in it (only for slots the host alone
+  /// uses, and only where a fill takes long beside the wait).
+  std::uint64_t warm_refills = 0;
   std::size_t queued_batches = 0;          ///< full batches waiting for their consumer now
   std::size_t free_slots = 0;              ///< slots free for producers now
   std::size_t waiting_producers = 0;       ///< producers suspended for a free slot now
@@ -50,8 +55,8 @@ struct pipeline_stats {
 
 /// One line: `produced 120 batches (7680 records), consumed 118, epochs 1, queued 2, free 6,
 /// waiting producers 0, consumer wait 1.2 ms, producer wait 40.1 ms (55 suspensions, 3 woken by
-/// consumers)`, then
-/// `, held back by consumer 1` when one is.
+/// consumers)`, then `, 40 refilled warm` when producers waited for slots coming back (see
+/// `warm_refills`) and `, held back by consumer 1` when one is.
 template <>
 struct fmt::formatter<crema::pipeline_stats> {
   constexpr auto parse(format_parse_context& context) { return context.begin(); }
@@ -69,6 +74,7 @@ struct fmt::formatter<crema::pipeline_stats> {
         stats.queued_batches, stats.free_slots, stats.waiting_producers,
         milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
         stats.producer_suspensions, stats.producer_wakeups);
+    if (stats.warm_refills != 0) out = fmt::format_to(out, ", {} refilled warm", stats.warm_refills);
     if (stats.held_back_by)
       out = fmt::format_to(out, ", held back by consumer {}", *stats.held_back_by);
     return out;

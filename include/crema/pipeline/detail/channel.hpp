@@ -27,10 +27,12 @@ class channel : public queue_pair<Slot, thread_pool> {
       : queue_pair<Slot, thread_pool>(prefetch, std::forward<Factory>(make), pool, Slot::reuse),
         reorder(prefetch, nullptr) {}
 
-  // Takes back a slot a lease held.
+  // Takes back a slot a lease held; counted once the slot is free, so that a producer waiting
+  // for it (`warm_refill`) finds it at the top of the free list.
   void release(Slot* slot) {
     outstanding.fetch_sub(1, std::memory_order_relaxed);
     if (this->free_slots().release(slot) != 0) wakeups.fetch_add(1, std::memory_order_relaxed);
+    returned.fetch_add(1, std::memory_order_release);
   }
 
   // The only way a lease is made.
@@ -46,6 +48,7 @@ class channel : public queue_pair<Slot, thread_pool> {
   std::atomic<std::uint64_t> consumed{0};   // batches delivered, for stats
   std::atomic<bool> pulling{false};         // the consumer waits in a pull
   std::atomic<std::uint64_t> wakeups{0};    // releases and pulls of it that resumed producers
+  std::atomic<std::uint64_t> returned{0};   // slots its leases gave back
   // The consumer's own state: one thread at a time.
   std::vector<Slot*> reorder;
   std::uint64_t next_sequence = 0;
