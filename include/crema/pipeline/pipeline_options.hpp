@@ -45,8 +45,8 @@ struct pipeline_options {
   std::chrono::milliseconds stall_timeout{std::chrono::seconds(60)};
   /// The longest a producer waits, before it takes a slot, for its consumer to give back the
   /// slot it handed on last, so as to refill it while its memory is in the cache (and never
-  /// more than an eighth of the producer's recent fill time; none under 10 µs). Zero: producers
-  /// take the next free slot at once.
+  /// more than an eighth of the shortest of the producer's last four fills; none under 10 µs).
+  /// Zero: producers take the next free slot at once.
   std::chrono::microseconds warm_refill_wait{200};
 };
 

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 
@@ -19,9 +21,10 @@ namespace crema::detail {
 // handed on (the free list gives the slot released last) keeps one slot per producer in use, in
 // its cache.
 //
-// The wait is worth it only where it is short beside a fill: at most an eighth of this producer's
-// recent fill time, and `longest` (`pipeline_options::warm_refill_wait`), and none where that
-// allows less than `shortest`, so small batches never wait. A wait that ends with no slot back (a
+// The wait is worth it only where it is short beside a fill: at most an eighth of the shortest of
+// this producer's last four fills (one fill slowed by a preemption does not count; none before four
+// fills are seen), and `longest` (`pipeline_options::warm_refill_wait`), and none where that allows
+// less than `shortest`, so small batches never wait. A wait that ends with no slot back (a
 // consumer that holds its batches) makes the next waits skip 1, 2, 4, ... up to 64 batches, then
 // try again.
 class warm_refill {
@@ -37,8 +40,8 @@ class warm_refill {
   void handing_on(const void* to, std::uint64_t returned, clock::duration fill) noexcept {
     channel_ = to;
     returned_ = returned;
-    const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(fill);
-    fill_ = fill_.count() == 0 ? took : (fill_ * 7 + took) / 8;
+    fills_[next_fill_++ % fills_.size()] =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(fill);
   }
 
   // Before taking a slot of the channel `from`, whose consumer has given back `returned` slots:
@@ -50,7 +53,8 @@ class warm_refill {
             Stopped stopped) noexcept {
     if (from != channel_) return false;
     channel_ = nullptr;  // once per batch handed on
-    const std::chrono::nanoseconds budget = std::min(fill_ / 8, longest_);
+    const std::chrono::nanoseconds shortest_fill = *std::min_element(fills_.begin(), fills_.end());
+    const std::chrono::nanoseconds budget = std::min(shortest_fill / 8, longest_);
     if (budget < shortest) return false;
     if (skip_ > 0) {
       --skip_;
@@ -82,7 +86,8 @@ class warm_refill {
   std::chrono::nanoseconds longest_;
   const void* channel_ = nullptr;
   std::uint64_t returned_ = 0;
-  std::chrono::nanoseconds fill_{0};
+  std::array<std::chrono::nanoseconds, 4> fills_{};  // the last four, zero until seen
+  std::size_t next_fill_ = 0;
   std::uint32_t misses_ = 0;
   std::uint32_t skip_ = 0;
   std::uint64_t refills_ = 0;
