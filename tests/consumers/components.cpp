@@ -1,0 +1,76 @@
+// A user's program that uses each component it was built with (CREMA_USES_<COMPONENT>), so that
+// building it proves the component's headers compile and its libraries link, through the CMake
+// package or through the pkg-config files alike. Prints what each did; exits 0 when all held.
+#include <crema/crema.hpp>
+
+#if defined(CREMA_USES_LMDB)
+#include <crema/io/lmdb/lmdb_source.hpp>
+#endif
+#if defined(CREMA_USES_IMAGE)
+#include <crema/io/image/image_codec.hpp>
+#endif
+#if defined(CREMA_USES_MPI)
+#include <crema/collective/mpi/mpi_reducer.hpp>
+#endif
+#if defined(CREMA_USES_CUDA)
+#include <crema/core/cuda/device.hpp>
+#endif
+#if defined(CREMA_USES_NCCL)
+#include <crema/collective/nccl/nccl_reducer.hpp>
+#endif
+
+#include <fmt/core.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+int main() {
+  int failures = 0;
+  auto check = [&](bool held, const char* what) {
+    fmt::print("components: {} {}\n", what, held ? "ok" : "FAILED");
+    failures += held ? 0 : 1;
+  };
+
+  crema::synced_buffer<int> buffer(4);
+  buffer.mutable_host()[1] = 5;
+  check(buffer.device().size() == 4 && buffer.host()[1] == 5, "core synced_buffer");
+
+#if defined(CREMA_USES_LMDB)
+  try {
+    crema::lmdb_source source("/nonexistent/crema-consumer.lmdb");
+    check(false, "lmdb (opened a database that does not exist)");
+  } catch (const crema::error& error) {
+    check(std::string_view(error.what()).find("crema-consumer.lmdb") != std::string_view::npos,
+          "lmdb error names the path");
+  }
+#endif
+#if defined(CREMA_USES_IMAGE)
+  {
+    std::array<std::uint8_t, 3 * 8 * 8> pixels{};
+    pixels.fill(200);
+    const auto view = crema::image_view<std::uint8_t>::interleaved(pixels.data(), 3, 8, 8);
+    std::vector<std::byte> png;
+    crema::encode_png(view, png);
+    crema::image_decoder decoder;
+    const auto decoded = decoder.decode(png, "consumer.png");
+    check(decoded.width == 8 && decoded(0, 3, 3) == 200, "image png round trip");
+  }
+#endif
+#if defined(CREMA_USES_MPI)
+  {
+    int initialized = 1;
+    check(MPI_Initialized(&initialized) == MPI_SUCCESS && initialized == 0, "mpi linked");
+  }
+#endif
+#if defined(CREMA_USES_CUDA)
+  check(crema::cuda::device_count() >= 0, "cuda runtime linked");
+#endif
+#if defined(CREMA_USES_NCCL)
+  {
+    int version = 0;
+    check(ncclGetVersion(&version) == ncclSuccess && version > 0, "nccl linked");
+  }
+#endif
+  return failures == 0 ? 0 : 1;
+}
