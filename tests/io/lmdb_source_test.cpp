@@ -252,6 +252,39 @@ TEST_SUITE("lmdb") {
     }
   }
 
+  TEST_CASE("in order and permuted, the source reads exactly the records its shard cursor names, "
+            "in every shard and epoch, and reports the cursor") {
+    scratch_directory scratch("lmdb-cursor");
+    const fs::path path = make_dataset(scratch.path() / "db", 29);
+    for (const bool permuted : {false, true}) {
+      for (std::size_t world : {1, 4}) {
+        for (std::size_t rank = 0; rank < world; ++rank) {
+          for (const std::uint64_t epoch : {0ULL, 3ULL}) {
+            CAPTURE(permuted);
+            CAPTURE(rank);
+            CAPTURE(world);
+            CAPTURE(epoch);
+            crema::shard_cursor expected(29);
+            if (permuted) expected.shuffle(17);
+            expected.shard(rank, world);
+            expected.set_epoch(epoch);
+            std::vector<std::size_t> want;
+            while (!expected.exhausted()) {
+              want.push_back(static_cast<std::size_t>(expected.next_index()));
+              expected.advance();
+            }
+            crema::lmdb_source source(path, {.permute = permuted, .seed = 17});
+            source.shard(rank, world);
+            source.set_epoch(epoch);
+            CHECK(rest_of_pass(source) == want);
+            CHECK(source.cursor().position() == want.size());
+            CHECK(source.cursor().epoch() == epoch);
+          }
+        }
+      }
+    }
+  }
+
   TEST_CASE("a position past the end of the shard is refused, naming it") {
     scratch_directory scratch("lmdb-seek");
     const auto path = make_dataset(scratch.path() / "db", 10);

@@ -2,8 +2,8 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
-#include <crema/pipeline/indexed_source.hpp>
 #include <crema/pipeline/sample_context.hpp>
+#include <crema/pipeline/shard_cursor.hpp>
 #include <crema/pipeline/source.hpp>
 
 #include <lmdb.h>
@@ -63,7 +63,8 @@ struct lmdb_source_options {
 /// (disjoint, together complete; with `permute`, the ordinal in the epoch's permutation of the
 /// whole database, as `indexed_source` shards, so each rank sees another part every epoch);
 /// `position()` / `seek()` save and restore where a pass stands, shuffled or not, exactly (a
-/// shuffled pass is replayed to the position). `record_key` names a record by its LMDB key. Used by
+/// shuffled pass is replayed to the position); the bookkeeping is the `shard_cursor` every indexed
+/// source shares. `record_key` names a record by its LMDB key. Used by
 /// one thread at a time (the pipeline serializes its readers); the environment is opened with
 /// MDB_NOTLS, so that thread may change.
 class lmdb_source {
@@ -87,10 +88,11 @@ class lmdb_source {
       detail::lmdb_check(mdb_dbi_open(txn_, nullptr, 0, &dbi_), "lmdb_source: cannot open", path_);
       MDB_stat stat{};
       detail::lmdb_check(mdb_stat(txn_, dbi_, &stat), "lmdb_source: cannot stat", path_);
-      records_ = stat.ms_entries;
-      if (records_ == 0) {
+      if (stat.ms_entries == 0) {
         detail::fail<config_error>("lmdb_source: {} holds no records", path_.string());
       }
+      shard_ = shard_cursor(stat.ms_entries);
+      if (options_.permute) shard_.shuffle(options_.seed);
       detail::lmdb_check(mdb_cursor_open(txn_, dbi_, &cursor_), "lmdb_source: cannot read", path_);
       if (options_.permute) index_keys();
       begin_pass();
@@ -106,12 +108,8 @@ class lmdb_source {
         txn_(std::exchange(other.txn_, nullptr)),
         dbi_(other.dbi_),
         cursor_(std::exchange(other.cursor_, nullptr)),
-        records_(other.records_),
         keys_(std::move(other.keys_)),
-        rank_(other.rank_),
-        world_(other.world_),
-        position_(other.position_),
-        epoch_(other.epoch_),
+        shard_(other.shard_),
         cursor_ordinal_(other.cursor_ordinal_),
         read_(other.read_),
         buffer_(std::move(other.buffer_)),
@@ -125,13 +123,12 @@ class lmdb_source {
   ///         the end of the pass
   /// @throws crema::lmdb_error naming the path if LMDB fails
   [[nodiscard]] const lmdb_record* next() {
-    if (position_ >= size()) return nullptr;
+    if (shard_.exhausted()) return nullptr;
     if (options_.permute) {
-      const std::uint64_t in_pass = rank_ + position_ * world_;
-      current_ = get(keys_[epoch_permutation(records_, options_.seed, epoch_)(in_pass)]);
+      current_ = get(keys_[shard_.next_index()]);
     } else if (options_.shuffle_buffer > 0) {
       fill_buffer();
-      sample_rng rng(options_.seed, epoch_, position_);
+      sample_rng rng(options_.seed, shard_.epoch(), shard_.position());
       const std::size_t pick = static_cast<std::size_t>(rng.below(buffer_.size()));
       current_ = buffer_[pick];
       if (const auto more = read_sequential()) {
@@ -143,29 +140,23 @@ class lmdb_source {
     } else {
       current_ = *read_sequential();
     }
-    ++position_;
+    shard_.advance();
     return &current_;
   }
   /// @brief Starts the next pass (the next epoch's order, when shuffled).
   void rewind() {
-    ++epoch_;
+    shard_.rewind();
     begin_pass();
   }
   /// @brief Keeps the records whose ordinal is `rank` modulo `world`; starts the pass again.
   void shard(std::size_t rank, std::size_t world) {
-    detail::check_shard(rank, world);
-    rank_ = rank;
-    world_ = world;
+    shard_.shard(rank, world);
     begin_pass();
   }
-  [[nodiscard]] record_position position() const noexcept { return position_; }
+  [[nodiscard]] record_position position() const noexcept { return shard_.position(); }
   /// @throws crema::config_error if `position` is past the end of this shard's pass
   void seek(record_position position) {
-    if (position > size()) {
-      detail::fail<config_error>(
-          "lmdb_source: position {} is past the end of {} (shard {} of {} holds {} records)",
-          position, key(), rank_, world_, size());
-    }
+    shard_.seek(position, "lmdb_source", key());
     restart();
     advance_to(position);
   }
@@ -185,24 +176,28 @@ class lmdb_source {
 
   /// @return the records of this shard's pass
   [[nodiscard]] std::size_t size() const noexcept {
-    return records_ > rank_ ? (records_ - rank_ + world_ - 1) / world_ : 0;
+    return static_cast<std::size_t>(shard_.size());
   }
   /// @return the records in the database
-  [[nodiscard]] std::size_t records() const noexcept { return records_; }
+  [[nodiscard]] std::size_t records() const noexcept {
+    return static_cast<std::size_t>(shard_.records());
+  }
   /// @return the pass being read (0 for the first)
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return shard_.epoch(); }
   /// @brief Reads pass `epoch` (its order, when shuffled) from its start.
   void set_epoch(std::uint64_t epoch) {
-    epoch_ = epoch;
+    shard_.set_epoch(epoch);
     begin_pass();
   }
+  /// @return where the source stands (shard, epoch, position, permutation)
+  [[nodiscard]] const shard_cursor& cursor() const noexcept { return shard_; }
   /// @return the path
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
   // A new pass, in the same snapshot: the cursor goes back before the shard's first record.
   void restart() noexcept {
-    position_ = 0;
+    shard_.restart();
     read_ = 0;
     cursor_ordinal_ = no_ordinal;
     buffer_.clear();
@@ -211,21 +206,21 @@ class lmdb_source {
   // A pass from its start, or from `skip` in the first pass.
   void begin_pass() {
     restart();
-    if (epoch_ == 0 && options_.skip > 0 && size() > 0) advance_to(options_.skip % size());
+    if (shard_.epoch() == 0 && options_.skip > 0 && size() > 0) advance_to(options_.skip % size());
   }
 
   void advance_to(record_position position) {
     if (options_.permute) {
-      position_ = position;
+      shard_.seek(position, "lmdb_source", key());
     } else {
-      while (position_ < position) (void)next();  // a shuffled pass is replayed, draw by draw
+      while (shard_.position() < position) (void)next();  // replayed, draw by draw
     }
   }
 
   // The next record of the shard in database order (nothing after the last).
   std::optional<lmdb_record> read_sequential() {
     if (read_ >= size()) return std::nullopt;
-    const std::size_t target = rank_ + read_ * world_;
+    const std::size_t target = static_cast<std::size_t>(shard_.ordinal_at(read_));
     MDB_val key{};
     MDB_val value{};
     int status = MDB_SUCCESS;
@@ -303,12 +298,8 @@ class lmdb_source {
   MDB_txn* txn_ = nullptr;
   MDB_dbi dbi_ = 0;
   MDB_cursor* cursor_ = nullptr;
-  std::size_t records_ = 0;
   std::vector<std::vector<std::byte>> keys_;  // permute: every key, in database order
-  std::size_t rank_ = 0;
-  std::size_t world_ = 1;
-  record_position position_ = 0;  // records handed out in this pass
-  std::uint64_t epoch_ = 0;
+  shard_cursor shard_;  // records handed out in this pass, in which epoch and shard
   std::size_t cursor_ordinal_ = no_ordinal;  // the ordinal the cursor stands on
   std::size_t read_ = 0;                     // shard records read in order this pass
   std::vector<lmdb_record> buffer_;          // shuffle buffer: views, valid this pass
