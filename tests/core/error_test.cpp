@@ -16,6 +16,7 @@ TEST_SUITE("error") {
     static_assert(std::is_base_of_v<crema::native_error, crema::cuda_error>);
     static_assert(std::is_base_of_v<crema::native_error, crema::lmdb_error>);
     static_assert(std::is_base_of_v<crema::native_error, crema::mpi_error>);
+    static_assert(std::is_base_of_v<crema::native_error, crema::io_error>);
     static_assert(std::is_base_of_v<crema::error, crema::pipeline_error>);
     static_assert(std::is_base_of_v<crema::error, crema::collective_error>);
     CHECK_THROWS_AS(throw crema::pipeline_error("stopped"), crema::error);

@@ -99,6 +99,13 @@ class mpi_error : public native_error {
   using native_error::native_error;
 };
 
+/// @brief A file could not be opened or read; `code()` is the system's error number (`errno`),
+/// 0 where none applies (an empty file, a file over a size limit).
+class io_error : public native_error {
+ public:
+  using native_error::native_error;
+};
+
 /// @brief A thread could not be started; `code()` is the system's error number (EAGAIN when a
 /// process or address-space limit is reached).
 class thread_error : public native_error {
