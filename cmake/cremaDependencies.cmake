@@ -8,7 +8,10 @@
 #   crema_find_fmt()              fmt::fmt                 {fmt}'s own package config
 #   crema_find_concurrentqueue()  crema::concurrentqueue   no config in Debian: a header search
 #   crema_find_lmdb()             PkgConfig::LMDB          lmdb.pc
-#   crema_find_image()            PkgConfig::TURBOJPEG, PkgConfig::SPNG  libturbojpeg.pc, spng.pc
+#   crema_find_image()            PkgConfig::TURBOJPEG, PkgConfig::JPEG, PkgConfig::SPNG
+#                                 libturbojpeg.pc, libjpeg.pc (libjpeg-turbo's libjpeg API, for
+#                                 decoding a window: jpeg_crop_scanline, jpeg_skip_scanlines),
+#                                 spng.pc
 #   crema_find_cuda()             CUDA::cudart, crema::cccl  FindCUDAToolkit
 #   crema_find_nccl()             crema::nccl_library      nccl.h and libnccl beside the toolkit
 #   crema_find_mpi()              MPI::MPI_CXX             FindMPI (the C API)
@@ -70,11 +73,14 @@ macro(crema_find_image)
     if(NOT TARGET PkgConfig::TURBOJPEG)
       pkg_check_modules(TURBOJPEG QUIET IMPORTED_TARGET libturbojpeg)
     endif()
+    if(NOT TARGET PkgConfig::JPEG)
+      pkg_check_modules(JPEG QUIET IMPORTED_TARGET libjpeg)
+    endif()
     if(NOT TARGET PkgConfig::SPNG)
       pkg_check_modules(SPNG QUIET IMPORTED_TARGET spng)
     endif()
   endif()
-  if(TARGET PkgConfig::TURBOJPEG AND TARGET PkgConfig::SPNG)
+  if(TARGET PkgConfig::TURBOJPEG AND TARGET PkgConfig::JPEG AND TARGET PkgConfig::SPNG)
     set(crema_image_FOUND TRUE)
   else()
     set(crema_image_FOUND FALSE)

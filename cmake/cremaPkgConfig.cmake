@@ -67,7 +67,7 @@ endif()
 
 if(crema_image_enabled)
   crema_pkgconfig_write(crema-image NAME crema-image
-    DESCRIPTION "crema: JPEG and PNG images" REQUIRES crema libturbojpeg spng)
+    DESCRIPTION "crema: JPEG and PNG images" REQUIRES crema libturbojpeg libjpeg spng)
 endif()
 
 if(crema_mpi_enabled)

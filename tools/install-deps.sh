@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   libfmt-dev libconcurrentqueue-dev doctest-dev libbenchmark-dev
-  liblmdb-dev libturbojpeg0-dev libspng-dev libopenmpi-dev openmpi-bin iproute2
+  liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libopenmpi-dev openmpi-bin iproute2
 )
 if (($#)); then packages=("$@"); fi
 

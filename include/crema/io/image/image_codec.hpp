@@ -83,6 +83,30 @@ using spng_context = std::unique_ptr<spng_ctx, spng_context_deleter>;
   return static_cast<std::uint8_t>((red * 4899 + green * 9617 + blue * 1868 + (1u << 13)) >> 14);
 }
 
+// One pixel into `channels` (1: gray; 3: in `order`) at index `i` of `out`.
+inline void put_pixel(std::uint8_t* out, std::size_t i, std::size_t channels, channel_order order,
+                      unsigned red, unsigned green, unsigned blue) noexcept {
+  if (channels == 1) {
+    out[i] = gray_of(red, green, blue);
+    return;
+  }
+  const bool bgr = order == channel_order::bgr;
+  out[i * 3] = static_cast<std::uint8_t>(bgr ? blue : red);
+  out[i * 3 + 1] = static_cast<std::uint8_t>(green);
+  out[i * 3 + 2] = static_cast<std::uint8_t>(bgr ? red : blue);
+}
+
+// `pixels` pixels of inverted CMYK (what Adobe writes and libjpeg returns) into `channels`.
+inline void from_inverted_cmyk(const std::uint8_t* cmyk, std::size_t pixels, std::uint8_t* out,
+                               std::size_t channels, channel_order order) noexcept {
+  for (std::size_t i = 0; i < pixels; ++i) {
+    const unsigned k = cmyk[i * 4 + 3];
+    const auto ink = [k](unsigned value) { return k - (((255 - value) * k) >> 8); };
+    put_pixel(out, i, channels, order, ink(cmyk[i * 4]), ink(cmyk[i * 4 + 1]),
+              ink(cmyk[i * 4 + 2]));
+  }
+}
+
 }  // namespace detail
 
 /// @brief Decodes JPEG and PNG records into a buffer of its own that it reuses: no allocation
@@ -219,15 +243,8 @@ class image_decoder {
   // Inverted CMYK (what Adobe writes and libjpeg returns) to the asked channels.
   void from_cmyk(const image_info& info) {
     std::uint8_t* out = grow(pixels_, info, info.channels);
-    const std::size_t pixels = info.height * info.width;
-    for (std::size_t i = 0; i < pixels; ++i) {
-      const unsigned k = scratch_[i * 4 + 3];
-      const auto ink = [k](unsigned value) { return k - (((255 - value) * k) >> 8); };
-      const unsigned red = ink(scratch_[i * 4]);
-      const unsigned green = ink(scratch_[i * 4 + 1]);
-      const unsigned blue = ink(scratch_[i * 4 + 2]);
-      put(out, i, info.channels, red, green, blue);
-    }
+    detail::from_inverted_cmyk(scratch_.data(), info.height * info.width, out, info.channels,
+                               options_.order);
   }
 
   png_facts png_header(std::span<const std::byte> bytes, std::string_view key) {
@@ -290,14 +307,7 @@ class image_decoder {
   // One pixel into the asked channels: gray, or three in the asked order.
   void put(std::uint8_t* out, std::size_t i, std::size_t channels, unsigned red, unsigned green,
            unsigned blue) const noexcept {
-    if (channels == 1) {
-      out[i] = detail::gray_of(red, green, blue);
-      return;
-    }
-    const bool bgr = options_.order == channel_order::bgr;
-    out[i * 3] = static_cast<std::uint8_t>(bgr ? blue : red);
-    out[i * 3 + 1] = static_cast<std::uint8_t>(green);
-    out[i * 3 + 2] = static_cast<std::uint8_t>(bgr ? red : blue);
+    detail::put_pixel(out, i, channels, options_.order, red, green, blue);
   }
 
   std::vector<std::uint8_t>& scratch_or_pixels(bool scratch) {
