@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 /// @file
@@ -93,10 +94,26 @@ class image_window_decoder {
   template <window_sink Sink>
   void decode(std::span<const std::byte> bytes, const decode_plan& plan, std::string_view key,
               Sink& sink) {
+    decode(bytes, key, [&](const image_info&) { return plan; }, sink);
+  }
+
+  /// @brief Reads the header, asks `plan_for(info)` for the plan (the header is read once), then
+  /// decodes as above: what a transform whose window depends on the image's size calls.
+  template <class PlanFor, window_sink Sink>
+  requires std::is_invocable_r_v<decode_plan, PlanFor&, const image_info&>
+  void decode(std::span<const std::byte> bytes, std::string_view key, PlanFor&& plan_for,
+              Sink& sink) {
     if (sniff_image_format(bytes) == image_format::jpeg) {
-      decode_jpeg(bytes, plan, key, sink);
+      jpeg_state& state = jpeg();
+      read_jpeg_header(state, bytes, key);
+      abort_guard guard{state.info};
+      const decode_plan plan = plan_for(jpeg_info(state));
+      decode_jpeg(state, plan, key, sink);
     } else {
-      decode_whole(bytes, plan, key, sink);
+      const image_view<std::uint8_t> image = png_.decode(bytes, key);
+      const decode_plan plan =
+          plan_for(image_info{image_format::png, image.channels, image.height, image.width});
+      deliver_whole(image, plan, key, sink);
     }
   }
 
@@ -188,12 +205,10 @@ class image_window_decoder {
     }
   }
 
+  // The header is read; the guard of the caller ends the decompression.
   template <class Sink>
-  void decode_jpeg(std::span<const std::byte> bytes, const decode_plan& plan,
-                   std::string_view key, Sink& sink) {
-    jpeg_state& state = jpeg();
-    read_jpeg_header(state, bytes, key);
-    abort_guard guard{state.info};
+  void decode_jpeg(jpeg_state& state, const decode_plan& plan, std::string_view key,
+                   Sink& sink) {
     jpeg_decompress_struct& info = state.info;
     check_window(plan, info.image_height, info.image_width, key);
     const pixel_window& window = plan.window;
@@ -287,9 +302,8 @@ class image_window_decoder {
   }
 
   template <class Sink>
-  void decode_whole(std::span<const std::byte> bytes, const decode_plan& plan,
-                    std::string_view key, Sink& sink) {
-    const image_view<std::uint8_t> image = png_.decode(bytes, key);
+  void deliver_whole(const image_view<std::uint8_t>& image, const decode_plan& plan,
+                     std::string_view key, Sink& sink) {
     check_window(plan, image.height, image.width, key);
     const pixel_window& window = plan.window;
     sink.start(decoded_window{image.channels, window.height, window.width, 1, 0.0, 0.0,

@@ -1,0 +1,417 @@
+#pragma once
+
+#include <crema/core/error.hpp>
+#include <crema/io/caffe_batcher.hpp>
+#include <crema/io/datum.hpp>
+#include <crema/io/image/decode_plan.hpp>
+#include <crema/io/image/image_file.hpp>
+#include <crema/io/image/image_window_decoder.hpp>
+#include <crema/io/image/resample.hpp>
+#include <crema/pipeline/record_shape.hpp>
+#include <crema/pipeline/sample_context.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+/// @file
+/// ImageNet-style input: torchvision's RandomResizedCrop (training) and Resize + CenterCrop
+/// (evaluation), a random horizontal flip, and ToTensor + Normalize (or 8-bit values for engines
+/// that normalise on the GPU), planned before decoding so that only the window is decoded, and
+/// resampled from the decoder's row bands while they are in the cache. Component `crema::image`.
+
+namespace crema {
+
+/// @brief torchvision's RandomResizedCrop: a window of random area and aspect ratio (ten tries,
+/// then the centre), resized to `height` x `width`.
+struct random_resized_crop {
+  std::size_t height = 224;
+  std::size_t width = 224;
+  double scale_low = 0.08;  ///< the window's share of the image's area, at least
+  double scale_high = 1.0;  ///< and at most
+  double ratio_low = 3.0 / 4.0;  ///< the window's width / height, at least (drawn log-uniform)
+  double ratio_high = 4.0 / 3.0;  ///< and at most
+};
+
+/// @brief torchvision's Resize(resize) then CenterCrop(crop): the short side resized to
+/// `resize` (the long side in proportion, rounded down), then the centre `crop_height` x
+/// `crop_width`. Only the part of the image the crop's pixels are made from is decoded.
+struct resize_center_crop {
+  std::size_t resize = 256;
+  std::size_t crop_height = 224;
+  std::size_t crop_width = 224;
+};
+
+/// @brief Where the values of one channel go: channel-first (C x H x W, what PyTorch takes) or
+/// interleaved (H x W x C).
+enum class pixel_layout { chw, hwc };
+
+/// @brief What an `image_transform` does.
+struct image_transform_options {
+  std::variant<random_resized_crop, resize_center_crop> geometry = random_resized_crop{};
+  /// Flip horizontally with probability 1/2.
+  bool mirror = false;
+  pixel_layout layout = pixel_layout::chw;
+  /// Float outputs are ((value / 255) - mean) / std per channel, computed in float as
+  /// torchvision's ToTensor and Normalize compute them; 8-bit outputs are the values.
+  std::array<float, 3> mean = {0.0F, 0.0F, 0.0F};
+  std::array<float, 3> std = {1.0F, 1.0F, 1.0F};
+  /// Channels (3, RGB, by default), DCT scaling, warnings, size limits.
+  window_decode_options decode = {};
+};
+
+/// @brief One sample's geometry, drawn before decoding: the window to decode, the box of the
+/// full image the output is resampled from (inside the window), and the output size.
+struct image_geometry {
+  pixel_window window;
+  resample_box box;
+  std::size_t out_height = 0;
+  std::size_t out_width = 0;
+};
+
+namespace detail {
+
+// Python's round(): to the nearest, ties to even (the rounding mode's default).
+[[nodiscard]] inline long round_half_even(double value) noexcept {
+  return static_cast<long>(std::nearbyint(value));
+}
+
+}  // namespace detail
+
+/// @brief The window torchvision's RandomResizedCrop.get_params picks, drawing from `rng`
+/// instead of torch's generator: ten tries of an area in [scale_low, scale_high] of the image's
+/// and a log-uniform ratio, kept when it fits; else the centre at the nearest allowed ratio.
+[[nodiscard]] inline pixel_window random_resized_crop_window(std::size_t height, std::size_t width,
+                                                             const random_resized_crop& crop,
+                                                             sample_rng& rng) {
+  const double area = static_cast<double>(height) * static_cast<double>(width);
+  const double log_low = std::log(crop.ratio_low);
+  const double log_high = std::log(crop.ratio_high);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * rng.uniform(crop.scale_low, crop.scale_high);
+    const double ratio = std::exp(rng.uniform(log_low, log_high));
+    const long w = detail::round_half_even(std::sqrt(target * ratio));
+    const long h = detail::round_half_even(std::sqrt(target / ratio));
+    if (w > 0 && h > 0 && static_cast<std::size_t>(w) <= width &&
+        static_cast<std::size_t>(h) <= height) {
+      const auto rows = static_cast<std::size_t>(h);
+      const auto columns = static_cast<std::size_t>(w);
+      const std::size_t top = rng.below(height - rows + 1);
+      const std::size_t left = rng.below(width - columns + 1);
+      return {top, left, rows, columns};
+    }
+  }
+  const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
+  std::size_t rows = height;
+  std::size_t columns = width;
+  if (in_ratio < crop.ratio_low) {
+    rows = static_cast<std::size_t>(
+        std::max(1L, detail::round_half_even(static_cast<double>(width) / crop.ratio_low)));
+  } else if (in_ratio > crop.ratio_high) {
+    columns = static_cast<std::size_t>(
+        std::max(1L, detail::round_half_even(static_cast<double>(height) * crop.ratio_high)));
+  }
+  rows = std::min(rows, height);
+  columns = std::min(columns, width);
+  return {(height - rows) / 2, (width - columns) / 2, rows, columns};
+}
+
+/// @brief Plans, then resamples and writes one image after another (one per producer: it holds
+/// its own decoder, reader and buffers, which grow to the largest image and are then reused).
+///
+/// Every random choice (the window, the flip) is drawn from the sample's own generator in a
+/// fixed order, before decoding, so the same seed gives the same samples whatever the producer,
+/// thread and consumer counts, and whichever decoder decodes the window.
+class image_transform {
+ public:
+  /// @throws crema::config_error for an empty output, a scale or ratio range that is empty or
+  ///         not positive, a centre crop larger than the resized image, a zero std, or channels
+  ///         other than 1 or 3
+  explicit image_transform(image_transform_options options = {})
+      : options_(std::move(options)), decoder_(options_.decode) {
+    const std::size_t channels = options_.decode.channels;
+    if (channels != 1 && channels != 3) {
+      detail::fail<config_error>("image_transform: channels must be 1 or 3, not {}", channels);
+    }
+    if (const auto* crop = std::get_if<random_resized_crop>(&options_.geometry)) {
+      if (crop->height == 0 || crop->width == 0) {
+        detail::fail<config_error>("image_transform: random_resized_crop of {} x {} is empty",
+                                   crop->height, crop->width);
+      }
+      if (!(crop->scale_low > 0 && crop->scale_low <= crop->scale_high) ||
+          !(crop->ratio_low > 0 && crop->ratio_low <= crop->ratio_high)) {
+        detail::fail<config_error>(
+            "image_transform: random_resized_crop's scale [{}, {}] and ratio [{}, {}] must be "
+            "positive ranges",
+            crop->scale_low, crop->scale_high, crop->ratio_low, crop->ratio_high);
+      }
+    } else {
+      const auto& eval = std::get<resize_center_crop>(options_.geometry);
+      if (eval.crop_height == 0 || eval.crop_width == 0 || eval.resize == 0) {
+        detail::fail<config_error>("image_transform: resize {} and centre crop {} x {} must not "
+                                   "be 0",
+                                   eval.resize, eval.crop_height, eval.crop_width);
+      }
+      if (eval.crop_height > eval.resize || eval.crop_width > eval.resize) {
+        detail::fail<config_error>(
+            "image_transform: a centre crop of {} x {} is larger than the short side {} it is "
+            "cut from",
+            eval.crop_height, eval.crop_width, eval.resize);
+      }
+    }
+    for (std::size_t c = 0; c < 3; ++c) {
+      if (!(options_.std[c] != 0.0F)) {
+        detail::fail<config_error>("image_transform: std of channel {} is {}", c,
+                                   options_.std[c]);
+      }
+      for (std::size_t value = 0; value < 256; ++value) {
+        float x = static_cast<float>(value) / 255.0F;  // ToTensor
+        x = (x - options_.mean[c]) / options_.std[c];   // Normalize
+        normalized_[c][value] = x;
+      }
+    }
+  }
+  image_transform(const image_transform& other) : image_transform(other.options_) {}
+  image_transform& operator=(const image_transform& other) {
+    if (this != &other) *this = image_transform(other.options_);
+    return *this;
+  }
+  image_transform(image_transform&&) noexcept = default;
+  image_transform& operator=(image_transform&&) noexcept = default;
+  ~image_transform() = default;
+
+  /// @return one output's shape (channels, height, width; for `hwc` the same values, laid out
+  ///         interleaved)
+  [[nodiscard]] record_shape shape() const noexcept {
+    if (const auto* crop = std::get_if<random_resized_crop>(&options_.geometry)) {
+      return {options_.decode.channels, crop->height, crop->width};
+    }
+    const auto& eval = std::get<resize_center_crop>(options_.geometry);
+    return {options_.decode.channels, eval.crop_height, eval.crop_width};
+  }
+
+  /// @brief The sample's geometry for an image of `height` x `width`, drawing from `rng`.
+  [[nodiscard]] image_geometry geometry(std::size_t height, std::size_t width,
+                                        sample_rng& rng) const {
+    if (const auto* crop = std::get_if<random_resized_crop>(&options_.geometry)) {
+      const pixel_window window = random_resized_crop_window(height, width, *crop, rng);
+      // torchvision crops, then resizes: the filter's taps stay inside the window.
+      return {window,
+              {static_cast<double>(window.top), static_cast<double>(window.left),
+               static_cast<double>(window.height), static_cast<double>(window.width)},
+              crop->height,
+              crop->width};
+    }
+    return center_geometry(height, width, std::get<resize_center_crop>(options_.geometry));
+  }
+
+  /// @brief Decodes `bytes` (JPEG or PNG) and writes the transformed sample into `out`
+  /// (`shape().elements()` values of T: float, normalised; or std::uint8_t).
+  /// @throws crema::format_error naming `key` for an image that does not decode; crema::length_error
+  ///         if `out` does not hold one sample
+  template <class T>
+  void operator()(std::span<const std::byte> bytes, std::span<T> out, sample_rng rng,
+                  std::string_view key) {
+    run(bytes, out, key, [&](const image_info& info, image_geometry& chosen, bool& flip) {
+      chosen = geometry(info.height, info.width, rng);
+      flip = options_.mirror && rng.bernoulli(0.5);
+    });
+  }
+
+  /// @brief As above, with the geometry and the flip given instead of drawn (the window must lie
+  /// inside the image): for checking against other libraries, and for decoders elsewhere that
+  /// must give a sample the window it would get here.
+  template <class T>
+  void apply(std::span<const std::byte> bytes, const image_geometry& geometry, bool flip,
+             std::span<T> out, std::string_view key) {
+    run(bytes, out, key, [&](const image_info&, image_geometry& chosen, bool& flipped) {
+      chosen = geometry;
+      flipped = flip;
+    });
+  }
+
+  [[nodiscard]] const image_transform_options& options() const noexcept { return options_; }
+
+ private:
+  // The decoder's bands go straight into the resampler.
+  struct resampling_sink {
+    band_resampler& resampler;
+    const image_geometry& geometry;
+    void start(const decoded_window& decoded) {
+      const double scale = static_cast<double>(decoded.scale);
+      const resample_box box{
+          decoded.box_top + (geometry.box.top - static_cast<double>(geometry.window.top)) / scale,
+          decoded.box_left +
+              (geometry.box.left - static_cast<double>(geometry.window.left)) / scale,
+          geometry.box.height / scale, geometry.box.width / scale};
+      resampler.start(decoded.channels, decoded.height, decoded.width, box, geometry.out_height,
+                      geometry.out_width);
+    }
+    void rows(const pixel_rows& band) { resampler.rows(band); }
+  };
+
+  template <class T, class Choose>
+  void run(std::span<const std::byte> bytes, std::span<T> out, std::string_view key,
+           Choose&& choose) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::uint8_t>,
+                  "crema: an image_transform writes float or std::uint8_t samples");
+    const record_shape shape = this->shape();
+    if (out.size() != shape.elements()) {
+      detail::fail<length_error>("image {}: a sample of {} values does not fit {} values", key,
+                                 shape.elements(), out.size());
+    }
+    image_geometry chosen;
+    bool flip = false;
+    const auto plan_for = [&](const image_info& info) {
+      choose(info, chosen, flip);
+      return plan_of(chosen);
+    };
+    resampling_sink sink{resampler_, chosen};
+    decoder_.decode(bytes, key, plan_for, sink);
+    write(out, chosen, flip);
+  }
+
+  [[nodiscard]] decode_plan plan_of(const image_geometry& chosen) const noexcept {
+    // Decoded smaller only while the box keeps at least the output's size.
+    const auto least = [](std::size_t out, std::size_t window, double box) {
+      return static_cast<std::size_t>(
+          std::ceil(static_cast<double>(out) * static_cast<double>(window) / box));
+    };
+    return {chosen.window, least(chosen.out_height, chosen.window.height, chosen.box.height),
+            least(chosen.out_width, chosen.window.width, chosen.box.width)};
+  }
+
+  // Resize(resize) + CenterCrop as a box of the original image: the pixels of the centre crop
+  // of the resized image are made from that box, by the same weights. The window holds the box
+  // and the filter's reach around it, where the image has pixels (Pillow's taps reach into the
+  // image beyond the box), and a margin for a window decoded at 1/8.
+  static image_geometry center_geometry(std::size_t height, std::size_t width,
+                                        const resize_center_crop& eval) {
+    std::size_t new_height = 0;
+    std::size_t new_width = 0;
+    if (width <= height) {
+      new_width = eval.resize;
+      new_height = static_cast<std::size_t>(static_cast<double>(eval.resize) *
+                                            static_cast<double>(height) / static_cast<double>(width));
+    } else {
+      new_height = eval.resize;
+      new_width = static_cast<std::size_t>(static_cast<double>(eval.resize) *
+                                           static_cast<double>(width) / static_cast<double>(height));
+    }
+    const auto crop_start = [](std::size_t size, std::size_t crop) {
+      return static_cast<double>(detail::round_half_even(
+          (static_cast<double>(size) - static_cast<double>(crop)) / 2.0));
+    };
+    const double scale_y = static_cast<double>(height) / static_cast<double>(new_height);
+    const double scale_x = static_cast<double>(width) / static_cast<double>(new_width);
+    const resample_box box{crop_start(new_height, eval.crop_height) * scale_y,
+                           crop_start(new_width, eval.crop_width) * scale_x,
+                           static_cast<double>(eval.crop_height) * scale_y,
+                           static_cast<double>(eval.crop_width) * scale_x};
+    const auto reach = [](double box_start, double box_size, double scale, std::size_t size) {
+      const double margin = std::ceil(std::max(scale, 1.0)) + 8.0;
+      const double low = std::max(0.0, std::floor(box_start - margin));
+      const double high =
+          std::min(static_cast<double>(size), std::ceil(box_start + box_size + margin));
+      return std::pair{static_cast<std::size_t>(low), static_cast<std::size_t>(high - low)};
+    };
+    const auto [top, rows] = reach(box.top, box.height, scale_y, height);
+    const auto [left, columns] = reach(box.left, box.width, scale_x, width);
+    return {{top, left, rows, columns}, box, eval.crop_height, eval.crop_width};
+  }
+
+  template <class T>
+  void write(std::span<T> out, const image_geometry& chosen, bool flip) {
+    const std::size_t channels = options_.decode.channels;
+    const std::size_t height = chosen.out_height;
+    const std::size_t width = chosen.out_width;
+    const bool chw = options_.layout == pixel_layout::chw;
+    resampler_.finish([&](std::size_t row, const std::uint8_t* values) {
+      for (std::size_t x = 0; x < width; ++x) {
+        const std::size_t column = flip ? width - 1 - x : x;
+        for (std::size_t c = 0; c < channels; ++c) {
+          const std::uint8_t value = values[x * channels + c];
+          const std::size_t at = chw ? (c * height + row) * width + column
+                                     : (row * width + column) * channels + c;
+          if constexpr (std::is_same_v<T, float>) {
+            out[at] = normalized_[c][value];
+          } else {
+            out[at] = value;
+          }
+        }
+      }
+    });
+  }
+
+  image_transform_options options_;
+  image_window_decoder decoder_;
+  band_resampler resampler_;
+  std::array<std::array<float, 256>, 3> normalized_{};
+};
+
+/// @brief A batch transform for the pipeline over image files (`image_folder_source`,
+/// `image_list_source`) or encoded Datums (an LMDB of JPEGs): record `i` of a batch gets the
+/// `image_transform` of its image, and its label. Copied once per producer; each copy reads files
+/// into its own buffer (in parallel with the other producers) and decodes with its own decoder.
+/// @tparam MakeBatch `Batch(const batch_context&, record_shape)`: makes one batch per slot, with
+///         `record(i)` (a span of float or std::uint8_t) and `set_label(i, value)`
+template <class MakeBatch>
+class image_batcher {
+ public:
+  using batch_type = std::invoke_result_t<const MakeBatch&, const batch_context&, record_shape>;
+
+  image_batcher(image_transform transform, MakeBatch make,
+                image_file_reader_options reading = {})
+      : transform_(std::move(transform)), make_(std::move(make)), reader_(reading) {}
+
+  /// @return one sample's shape in a batch
+  [[nodiscard]] record_shape shape() const noexcept { return transform_.shape(); }
+
+  [[nodiscard]] batch_type make_batch(const batch_context& where) const {
+    return make_(where, transform_.shape());
+  }
+
+  /// @brief An image file: read (on this producer's thread), decoded, transformed.
+  void operator()(const image_file& file, batch_type& batch, const sample_context& context) {
+    const std::span<const std::byte> bytes = reader_.read(file);
+    transform_(bytes, batch.record(context.index), context.rng(), file.relative);
+    batch.set_label(context.index, label_of(file.label, batch));
+  }
+
+  /// @brief An encoded Datum (what convert_imageset --encoded stores).
+  template <datum_record Record>
+  void operator()(const Record& record, batch_type& batch, const sample_context& context) {
+    const std::string_view key = record.key_text();
+    const datum_view datum = decode_datum(record.value, key);
+    if (!datum.encoded) {
+      detail::fail<format_error>(
+          "record {}: raw pixels; an image_batcher decodes encoded Datums (caffe_batcher reads "
+          "raw ones)",
+          key);
+    }
+    transform_(datum.data, batch.record(context.index), context.rng(), key);
+    batch.set_label(context.index, label_of(datum.label, batch));
+  }
+
+  [[nodiscard]] const image_transform& transform() const noexcept { return transform_; }
+
+ private:
+  template <class Batch>
+  static auto label_of(std::int32_t label, Batch& batch) {
+    using element = std::remove_cvref_t<decltype(batch.record(0)[0])>;
+    return static_cast<element>(label);
+  }
+
+  image_transform transform_;
+  MakeBatch make_;
+  image_file_reader reader_;
+};
+
+}  // namespace crema
