@@ -1,6 +1,7 @@
 // crema-feed: reads a Caffe LMDB through crema's whole data layer (decode, transform, batch) as a
 // training loop would, and says how fast, beside a raw cursor scan of the same database measured
-// in the same run.
+// in the same run; or a folder or list of JPEGs through ImageNet-style input, beside a loop that
+// only decodes the same files on the same threads.
 
 #include "cli.hpp"
 #include "common/machine.hpp"
@@ -8,6 +9,10 @@
 #include <crema/io/blob_proto.hpp>
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
+#include <crema/io/image/image_file.hpp>
+#include <crema/io/image/image_folder_source.hpp>
+#include <crema/io/image/image_list_source.hpp>
+#include <crema/io/image/image_transform.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -17,6 +22,8 @@
 #include <lmdb.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +31,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -42,6 +50,18 @@ constexpr std::string_view usage = R"(usage:
       --checksum (or --ordered), a checksum of every batch's bytes in delivery order, which the
       consumer computes (so it reads every byte, as a training loop does not): with --ordered
       the same seed gives the same checksum for every P and T. --json prints one JSON object.
+  crema-feed --images ROOT [--list FILE] --batch B
+             (--random-resized-crop S | --resize S --center-crop C) [--mirror]
+             [--normalize m1,m2,m3/s1,s2,s3] [--exact] [--producers P] [--threads T]
+             [--epochs E] [--seed S] [--json]
+      Reads the JPEGs of ROOT (one folder per class, as torchvision's ImageFolder; or the
+      `path label` lines of FILE under ROOT, as Caffe's ImageData) E times through decoding
+      only the window each sample needs, RandomResizedCrop(S) or Resize(S) + CenterCrop(C), a
+      random flip, and ToTensor + Normalize (mean / std per channel, 0 / 1 by default) into float
+      batches of B x 3 x S x S, on P producers over T threads. --exact decodes at full size (no
+      DCT scaling): torchvision's values. Prints samples/s beside a loop that reads and fully
+      decodes the same files with libjpeg-turbo on T threads, in the same run
+      (decode_only_samples_per_s in --json).
 )";
 
 double seconds_since(clock_type::time_point start) {
@@ -226,13 +246,184 @@ int feed(const crema::tools::arguments& args) {
   return 0;
 }
 
+// The baseline of the image mode: T threads that read and fully decode every file once per epoch
+// with TurboJPEG (to RGB), nothing else. Files are dealt from one counter.
+template <class Source>
+double decode_only(const Source& source, std::size_t threads, std::size_t epochs) {
+  const std::size_t files = source.files();
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> failures{0};
+  const auto start = clock_type::now();
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      crema::image_file_reader reader;
+      crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+      for (std::size_t i; (i = next.fetch_add(1)) < files * epochs;) {
+        const crema::image_file file = source.file(i % files);
+        try {
+          (void)decoder.decode(reader.read(file), file.relative);
+        } catch (const crema::error&) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  const double seconds = seconds_since(start);
+  if (failures.load() != 0) {
+    throw crema::format_error(
+        fmt::format("decode-only loop: {} of the files did not decode", failures.load()));
+  }
+  return static_cast<double>(files * epochs) / seconds;
+}
+
+std::array<float, 6> parse_normalize(const std::string& text) {
+  const auto slash = text.find('/');
+  std::vector<float> mean;
+  std::vector<float> std;
+  if (slash != std::string::npos) {
+    mean = parse_values(text.substr(0, slash));
+    std = parse_values(text.substr(slash + 1));
+  }
+  if (mean.size() != 3 || std.size() != 3) {
+    throw usage_error(fmt::format("--normalize takes m1,m2,m3/s1,s2,s3, not '{}'", text));
+  }
+  for (const float value : std) {
+    if (!(value > 0)) throw usage_error(fmt::format("--normalize: std must be positive in '{}'", text));
+  }
+  return {mean[0], mean[1], mean[2], std[0], std[1], std[2]};
+}
+
+template <class Source>
+int feed_images(const crema::tools::arguments& args, Source source, const std::string& what) {
+  const std::size_t batch_size = args.count("batch", 0);
+  if (batch_size == 0) throw usage_error("--batch must be given, at least 1");
+  const std::size_t producers = args.count("producers", 2);
+  const std::size_t threads = args.count("threads", producers);
+  const std::size_t epochs = args.count("epochs", 1);
+  if (epochs == 0) throw usage_error("--epochs must be at least 1");
+  if (producers == 0 || threads == 0) throw usage_error("--producers and --threads: at least 1");
+  const bool json = args.flag("json");
+
+  crema::image_transform_options options;
+  const auto random_crop = args.option("random-resized-crop");
+  const auto resize = args.option("resize");
+  const auto center = args.option("center-crop");
+  std::string geometry;
+  if (random_crop && !resize && !center) {
+    const std::size_t size = args.count("random-resized-crop", 0);
+    if (size == 0) throw usage_error("--random-resized-crop must be at least 1");
+    options.geometry = crema::random_resized_crop{size, size};
+    geometry = fmt::format("RandomResizedCrop({})", size);
+  } else if (!random_crop && resize && center) {
+    const std::size_t short_side = args.count("resize", 0);
+    const std::size_t crop = args.count("center-crop", 0);
+    if (crop == 0 || crop > short_side) {
+      throw usage_error("--center-crop must be at least 1 and at most --resize");
+    }
+    options.geometry = crema::resize_center_crop{short_side, crop, crop};
+    geometry = fmt::format("Resize({}) + CenterCrop({})", short_side, crop);
+  } else {
+    throw usage_error("--images takes --random-resized-crop S, or --resize S with --center-crop C");
+  }
+  options.mirror = args.flag("mirror");
+  if (const auto text = args.option("normalize")) {
+    const auto values = parse_normalize(*text);
+    options.mean = {values[0], values[1], values[2]};
+    options.std = {values[3], values[4], values[5]};
+  }
+  options.decode.dct_scaling = !args.flag("exact");
+  const std::size_t files = source.files();
+  source.shuffle(args.count("seed", 0));
+
+  // Every file read once before either is timed: both measure a warm page cache.
+  {
+    crema::image_file_reader reader;
+    for (std::size_t i = 0; i < files; ++i) (void)reader.read(source.file(i));
+  }
+  const double baseline_per_s = decode_only(source, threads, epochs);
+
+  crema::image_batcher batcher(crema::image_transform(options), crema::make_host_batch<float>{});
+  const auto out = batcher.shape();
+  crema::double_buffered_pipeline pipe{
+      std::move(source),
+      std::move(batcher),
+      {.batch_size = batch_size,
+       .producers = producers,
+       .threads = threads,
+       .mode = epochs == 1 ? crema::pipeline_mode::single_pass : crema::pipeline_mode::repeat,
+       .seed = args.count("seed", 0)}};
+  const std::size_t target = files * epochs;
+  std::size_t samples = 0;
+  double starved = 0;
+  auto consumer = pipe.consumer(0);
+  const auto start = clock_type::now();
+  while (samples < target) {
+    const auto asked = clock_type::now();
+    auto batch = consumer.pull();
+    starved += seconds_since(asked);
+    if (!batch) break;
+    samples += std::min(batch->size(), target - samples);
+  }
+  const double seconds = seconds_since(start);
+  const double per_s = static_cast<double>(samples) / seconds;
+  if (json) {
+    fmt::print(
+        "{{\"images\": \"{}\", \"files\": {}, \"samples\": {}, \"seconds\": {:.6f}, "
+        "\"samples_per_s\": {:.1f}, \"decode_only_samples_per_s\": {:.1f}, "
+        "\"ratio_to_decode_only\": {:.4f}, \"starved_fraction\": {:.4f}, \"transform\": \"{}\", "
+        "\"mirror\": {}, \"exact\": {}, \"batch\": {}, \"shape\": [{}, {}, {}], "
+        "\"producers\": {}, \"threads\": {}, \"machine\": \"{}\"}}\n",
+        what, files, samples, seconds, per_s, baseline_per_s, per_s / baseline_per_s,
+        starved / seconds, geometry, options.mirror, args.flag("exact"), batch_size, out.channels,
+        out.height, out.width, producers, threads, crema::bench::machine_description());
+    return 0;
+  }
+  fmt::print("crema-feed: {} ({} images), {}{}, batches of {} x {} x {} x {}\n", what, files,
+             geometry, options.mirror ? " + flip" : "", batch_size, out.channels, out.height,
+             out.width);
+  fmt::print("  machine: {}\n", crema::bench::machine_description());
+  fmt::print(
+      "  pipeline: {:.0f} samples/s ({} producers on {} threads); the consumer waited {:.1f}% "
+      "of the time\n",
+      per_s, producers, threads, 100.0 * starved / seconds);
+  fmt::print(
+      "  decode-only loop: {:.0f} images/s (read + full decode, {} threads); ratio = crema / "
+      "decode only = {:.3f}\n",
+      baseline_per_s, threads, per_s / baseline_per_s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return crema::tools::run_tool("crema-feed", usage, [&] {
-    const crema::tools::arguments args(argc, argv, 1, {"mirror", "ordered", "checksum", "json"},
-                                       {"batch", "crop", "mean-file", "mean-values", "scale",
-                                        "producers", "threads", "epochs", "seed"});
+    const crema::tools::arguments args(
+        argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact"},
+        {"batch", "crop", "mean-file", "mean-values", "scale", "producers", "threads", "epochs",
+         "seed", "images", "list", "random-resized-crop", "resize", "center-crop", "normalize"});
+    if (const auto root = args.option("images")) {
+      if (args.positional_count() != 0) throw usage_error("--images reads no DB");
+      for (const char* lmdb_only : {"crop", "mean-file", "mean-values", "scale"}) {
+        if (args.option(lmdb_only)) {
+          throw usage_error(fmt::format("--{} is for a DB; --images takes --random-resized-crop "
+                                        "or --resize, and --normalize",
+                                        lmdb_only));
+        }
+      }
+      if (const auto list = args.option("list")) {
+        return feed_images(args, crema::image_list_source(*list, *root),
+                           fmt::format("{} (list {})", *root, *list));
+      }
+      return feed_images(args, crema::image_folder_source(*root), *root);
+    }
+    for (const char* image_only :
+         {"list", "random-resized-crop", "resize", "center-crop", "normalize"}) {
+      if (args.option(image_only)) {
+        throw usage_error(fmt::format("--{} goes with --images ROOT", image_only));
+      }
+    }
     if (args.option("mean-file") && args.option("mean-values")) {
       throw usage_error("--mean-file and --mean-values: one kind of mean only");
     }

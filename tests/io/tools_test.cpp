@@ -230,6 +230,58 @@ TEST_SUITE("tools") {
     CHECK(json_field(hashed.output, "checksum").size() == 16);
   }
 
+  TEST_CASE("crema-feed --images reads a folder or a list through ImageNet-style input, beside a "
+            "decode-only loop of the same files; misused options are usage errors") {
+    scratch_directory scratch("tool-feed-images");
+    const auto list = make_images(scratch.path());
+    const auto images = scratch.path() / "images";
+    const auto folder = run(fmt::format(
+        "{} --images {} --batch 4 --random-resized-crop 5 --mirror "
+        "--normalize 0.5,0.5,0.5/0.2,0.2,0.2 --epochs 2 --producers 3 --threads 2 --json",
+        feed_tool, quoted(images)));
+    REQUIRE_MESSAGE(folder.status == 0, folder.output);
+    CHECK(json_field(folder.output, "files") == "6");
+    CHECK(json_field(folder.output, "samples") == "12");
+    CHECK(json_field(folder.output, "shape") == "[3, 5, 5]");
+    CHECK(json_field(folder.output, "transform") == "RandomResizedCrop(5)");
+    CHECK(std::stod(json_field(folder.output, "samples_per_s")) > 0);
+    CHECK(std::stod(json_field(folder.output, "decode_only_samples_per_s")) > 0);
+    const auto listed = run(fmt::format("{} --images {} --list {} --batch 4 --resize 8 "
+                                        "--center-crop 6 --exact",
+                                        feed_tool, quoted(images), quoted(list)));
+    REQUIRE_MESSAGE(listed.status == 0, listed.output);
+    CHECK(listed.output.find("(6 images), Resize(8) + CenterCrop(6), batches of 4 x 3 x 6 x 6") !=
+          std::string::npos);
+    CHECK(listed.output.find("decode-only loop:") != std::string::npos);
+
+    struct misuse {
+      std::string arguments;
+      std::string message;
+    };
+    for (const misuse& m : std::vector<misuse>{
+             {"--batch 4", "--images takes --random-resized-crop S, or --resize S with --center-crop C"},
+             {"--batch 4 --random-resized-crop 5 --resize 8 --center-crop 6", "--images takes"},
+             {"--batch 4 --resize 8 --center-crop 9", "--center-crop must be at least 1 and at most --resize"},
+             {"--batch 4 --random-resized-crop 5 --normalize 1,2/3,4",
+              "--normalize takes m1,m2,m3/s1,s2,s3, not '1,2/3,4'"},
+             {"--batch 4 --random-resized-crop 5 --normalize 0,0,0/1,0,1", "std must be positive"},
+             {"--batch 4 --random-resized-crop 5 --crop 3", "--crop is for a DB"}}) {
+      CAPTURE(m.arguments);
+      const auto result =
+          run(fmt::format("{} --images {} {}", feed_tool, quoted(images), m.arguments));
+      CHECK(result.status == 2);
+      CHECK(result.output.find(m.message) != std::string::npos);
+      CHECK(result.output.find("usage:") != std::string::npos);
+    }
+    const auto stray = run(fmt::format("{} {} --batch 4 --resize 8", feed_tool, quoted(images)));
+    CHECK(stray.status == 2);
+    CHECK(stray.output.find("--resize goes with --images ROOT") != std::string::npos);
+    const auto missing = run(fmt::format("{} --images {} --batch 4 --random-resized-crop 5",
+                                         feed_tool, quoted(scratch.path() / "nowhere")));
+    CHECK(missing.status == 1);
+    CHECK(missing.output.find("nowhere does not exist") != std::string::npos);
+  }
+
   TEST_CASE("bad input fails with a message naming the path, line or key") {
     scratch_directory scratch("tool-errors");
     const auto list = make_images(scratch.path());
