@@ -129,8 +129,10 @@ TEST_SUITE("image_transform") {
           .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
       crema::image_decoder probe;
       const auto info = probe.info(jpeg, name);
-      for (const auto& [out_height, out_width] : {std::pair<std::size_t, std::size_t>{224, 224},
-                                                 {64, 48}, {17, 300}}) {
+      for (const auto& size : {std::pair<std::size_t, std::size_t>{224, 224}, {64, 48},
+                               {17, 300}}) {
+        const std::size_t out_height = size.first;
+        const std::size_t out_width = size.second;
         std::string cases;
         const auto windows = crop_windows(info.height, info.width);
         for (const auto& w : windows) {
@@ -178,8 +180,10 @@ TEST_SUITE("image_transform") {
     crema::test::scratch_directory scratch("transform-center");
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
       const auto jpeg = read_bytes(test_data(name));
-      for (const auto& [resize, crop] : {std::pair<std::size_t, std::size_t>{256, 224},
-                                        {160, 128}, {100, 100}, {300, 224}}) {
+      for (const auto& sizes : {std::pair<std::size_t, std::size_t>{256, 224}, {160, 128},
+                                {100, 100}, {300, 224}}) {
+        const std::size_t resize = sizes.first;
+        const std::size_t crop = sizes.second;
         CAPTURE(name);
         CAPTURE(resize);
         CAPTURE(crop);
