@@ -10,6 +10,7 @@
 #include <crema/pipeline/host_batch.hpp>
 
 #include "common/scratch_directory.hpp"
+#include "common/test_data.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -35,20 +36,14 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::vector<std::byte> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
-  return bytes;
-}
+using crema::test::read_bytes;
+using crema::test::test_data;
 
-fs::path test_data(const char* name) { return fs::path(CREMA_TEST_DATA_DIR) / name; }
-
-bool have_pillow() {
-  return std::system("/usr/bin/python3 -c 'import PIL' >/dev/null 2>&1") == 0;
+// Whether Debian's Pillow is there to compare with; says the test is skipped when not.
+bool skipped_without_pillow() {
+  if (std::system("/usr/bin/python3 -c 'import PIL' >/dev/null 2>&1") == 0) return false;
+  std::printf("crema-test-skip: comparing with Pillow needs python3-pil\n");
+  return true;
 }
 
 // Pillow's outputs for `cases` (lines of pillow_reference.py), concatenated.
@@ -116,10 +111,7 @@ std::vector<crema::pixel_window> crop_windows(std::size_t height, std::size_t wi
 TEST_SUITE("image_transform") {
   TEST_CASE("random resized crops equal Pillow's crop-then-resize bit for bit, from the same "
             "pixels and from the JPEG, when decoded at full size") {
-    if (!have_pillow()) {
-      std::printf("crema-test-skip: comparing with Pillow needs python3-pil\n");
-      return;
-    }
+    if (skipped_without_pillow()) return;
     crema::test::scratch_directory scratch("transform-pillow");
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
       const auto jpeg = read_bytes(test_data(name));
@@ -173,10 +165,7 @@ TEST_SUITE("image_transform") {
 
   TEST_CASE("resize and centre crop equal Pillow's resize-then-crop within 1, decoding only the "
             "window around the crop") {
-    if (!have_pillow()) {
-      std::printf("crema-test-skip: comparing with Pillow needs python3-pil\n");
-      return;
-    }
+    if (skipped_without_pillow()) return;
     crema::test::scratch_directory scratch("transform-center");
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
       const auto jpeg = read_bytes(test_data(name));
@@ -209,10 +198,7 @@ TEST_SUITE("image_transform") {
   // Pillow's values (the first test).
   TEST_CASE("decoded smaller by the DCT, a crop stays within the stated bound of Pillow's "
             "full-size result") {
-    if (!have_pillow()) {
-      std::printf("crema-test-skip: comparing with Pillow needs python3-pil\n");
-      return;
-    }
+    if (skipped_without_pillow()) return;
     crema::test::scratch_directory scratch("transform-scaled");
     const auto jpeg = read_bytes(test_data("astronaut.jpg"));
     // Windows of 256 and 200 pixels shrunk to 64 and 56: decoded at 1/4 and 1/2.

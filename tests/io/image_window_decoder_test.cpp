@@ -7,6 +7,8 @@
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
+#include "common/test_data.hpp"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <turbojpeg.h>
@@ -22,14 +24,8 @@
 
 namespace {
 
-std::vector<std::byte> read_test_file(const std::string& name) {
-  std::ifstream in(std::filesystem::path(CREMA_TEST_DATA_DIR) / name, std::ios::binary);
-  REQUIRE(in.good());
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
-  return bytes;
+std::vector<std::byte> read_test_file(const char* name) {
+  return crema::test::read_bytes(crema::test::test_data(name));
 }
 
 // Interleaved pixels of a whole image.

@@ -1,0 +1,32 @@
+#pragma once
+
+// The files of tests/data (CREMA_TEST_DATA_DIR, set by the build for the suites that use them).
+
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+namespace crema::test {
+
+/// @return the path of tests/data/`name`
+inline std::filesystem::path test_data(const char* name) {
+  return std::filesystem::path(CREMA_TEST_DATA_DIR) / name;
+}
+
+/// @return the bytes of a file (a test fails if it cannot be read)
+inline std::vector<std::byte> read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), path.string());
+  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+}  // namespace crema::test
