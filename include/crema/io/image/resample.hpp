@@ -4,11 +4,18 @@
 #include <crema/io/image/decode_plan.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
+
+// AVX2 where the processor has it, chosen at run time (`target`), as caffe_transform does.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CREMA_RESAMPLE_AVX2 1
+#include <immintrin.h>
+#endif
 
 /// @file
 /// Bilinear resampling of 8-bit images with antialiasing when shrinking: Pillow's algorithm (the
@@ -30,6 +37,23 @@ struct resample_box {
 
 namespace detail {
 
+/// The instructions both passes run on: the best the processor has (checked once), or
+/// lower where a test asks for it. Every kind computes the same bits.
+enum class resample_isa { plain, avx2 };
+
+[[nodiscard]] inline resample_isa best_resample_isa() noexcept {
+#if defined(CREMA_RESAMPLE_AVX2)
+  if (__builtin_cpu_supports("avx2")) return resample_isa::avx2;
+#endif
+  return resample_isa::plain;
+}
+
+/// The ceiling itself, for tests that run each kind: thread-safe.
+[[nodiscard]] inline std::atomic<resample_isa>& resample_rows() noexcept {
+  static std::atomic<resample_isa> ceiling{best_resample_isa()};
+  return ceiling;
+}
+
 // One axis's weights: for each output index, the first input index and the weights from there.
 struct resample_axis {
   static constexpr int precision_bits = 32 - 8 - 2;  // Pillow's
@@ -39,6 +63,31 @@ struct resample_axis {
   std::vector<std::int32_t> weights;  // taps_per_output per output index, fixed point
   std::vector<double> scratch;
   std::size_t taps_per_output = 0;
+  // For 8 outputs at a time (the AVX2 horizontal pass): per block of 8, the most taps any of
+  // them has, and the weights tap by tap, 8 outputs side by side; the first inputs as int32.
+  std::vector<std::int32_t> block_weights;
+  std::vector<std::int32_t> block_taps;
+  std::vector<std::int32_t> first32;
+
+  void make_blocks() {
+    const std::size_t outputs = first.size();
+    const std::size_t blocks = outputs / 8;
+    block_weights.resize(blocks * taps_per_output * 8);
+    block_taps.resize(blocks);
+    first32.resize(outputs);
+    for (std::size_t out = 0; out < outputs; ++out) first32[out] = static_cast<std::int32_t>(first[out]);
+    for (std::size_t block = 0; block < blocks; ++block) {
+      std::size_t most = 0;
+      for (std::size_t lane = 0; lane < 8; ++lane) most = std::max(most, count[block * 8 + lane]);
+      block_taps[block] = static_cast<std::int32_t>(most);
+      for (std::size_t tap = 0; tap < taps_per_output; ++tap) {
+        for (std::size_t lane = 0; lane < 8; ++lane) {
+          block_weights[(block * taps_per_output + tap) * 8 + lane] =
+              weights[(block * 8 + lane) * taps_per_output + tap];
+        }
+      }
+    }
+  }
 
   // Pillow's precompute_coeffs with the bilinear filter, then normalize_coeffs_8bpc.
   void compute(std::size_t in_size, double in0, double in1, std::size_t out_size) {
@@ -111,7 +160,11 @@ class band_resampler {
     need_vertical_ =
         out_height != height || box.top != 0 || box.height != static_cast<double>(height);
     vertical_.compute(height, box.top, box.top + box.height, out_height);
-    if (need_horizontal_) horizontal_.compute(width, box.left, box.left + box.width, out_width);
+    isa_ = detail::resample_rows().load(std::memory_order_relaxed);
+    if (need_horizontal_) {
+      horizontal_.compute(width, box.left, box.left + box.width, out_width);
+      if (isa_ == detail::resample_isa::avx2 && channels == 3) horizontal_.make_blocks();
+    }
     // The rows the vertical pass reads: only those are kept.
     first_row_ = vertical_.first.front();
     end_row_ = vertical_.first.back() + vertical_.count.back();
@@ -133,9 +186,15 @@ class band_resampler {
       if (!need_horizontal_) {
         std::copy(in, in + row_bytes_, out);
       } else if (channels_ == 3) {
-        across<3>(in, out);
+#if defined(CREMA_RESAMPLE_AVX2)
+        if (isa_ == detail::resample_isa::avx2) {
+          across_rgb_avx2(in, out);
+          continue;
+        }
+#endif
+        across<3>(in, out, 0, out_width_);
       } else {
-        across<1>(in, out);
+        across<1>(in, out, 0, out_width_);
       }
     }
   }
@@ -151,6 +210,15 @@ class band_resampler {
     const std::size_t values = out_width_ * channels_;
     sums_.resize(values);
     out_row_.resize(values);
+#if defined(CREMA_RESAMPLE_AVX2)
+    if (isa_ == detail::resample_isa::avx2) {
+      for (std::size_t row = 0; row < out_height_; ++row) {
+        down_avx2(row, values);
+        write(row, out_row_.data());
+      }
+      return;
+    }
+#endif
     for (std::size_t row = 0; row < out_height_; ++row) {
       std::fill(sums_.begin(), sums_.end(), std::int32_t{1} << (detail::resample_axis::precision_bits - 1));
       const std::size_t first = vertical_.first[row] - first_row_;
@@ -166,10 +234,12 @@ class band_resampler {
   }
 
  private:
+  // Outputs [begin, end) of one row.
   template <std::size_t Channels>
-  void across(const std::uint8_t* in, std::uint8_t* out) const noexcept {
+  void across(const std::uint8_t* in, std::uint8_t* out, std::size_t begin,
+              std::size_t end) const noexcept {
     const std::size_t taps_per_output = horizontal_.taps_per_output;
-    for (std::size_t x = 0; x < out_width_; ++x) {
+    for (std::size_t x = begin; x < end; ++x) {
       const std::uint8_t* source = in + horizontal_.first[x] * Channels;
       const std::int32_t* weights = horizontal_.weights.data() + x * taps_per_output;
       std::int32_t sums[Channels];
@@ -184,12 +254,103 @@ class band_resampler {
     }
   }
 
+#if defined(CREMA_RESAMPLE_AVX2)
+  // Pillow's clip8 on eight sums: the value, clamped to [0, 255].
+  [[gnu::target("avx2")]] static __m256i clip8_avx2(__m256i sums) noexcept {
+    return _mm256_min_epi32(
+        _mm256_max_epi32(_mm256_srai_epi32(sums, detail::resample_axis::precision_bits),
+                         _mm256_setzero_si256()),
+        _mm256_set1_epi32(255));
+  }
+
+  // One output row of the vertical pass, eight values at a time with their sums kept in a
+  // register across the taps; the values after the last eight the plain way.
+  [[gnu::target("avx2")]] void down_avx2(std::size_t row, std::size_t values) noexcept {
+    const std::size_t first = vertical_.first[row] - first_row_;
+    const std::size_t taps = vertical_.count[row];
+    const std::int32_t* weights = vertical_.weights.data() + row * vertical_.taps_per_output;
+    const std::int32_t half = std::int32_t{1} << (detail::resample_axis::precision_bits - 1);
+    const std::uint8_t* rows = kept_.data() + first * row_bytes_;
+    std::size_t i = 0;
+    for (; i + 8 <= values; i += 8) {
+      __m256i sums = _mm256_set1_epi32(half);
+      for (std::size_t tap = 0; tap < taps; ++tap) {
+        const __m128i eight =
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows + tap * row_bytes_ + i));
+        sums = _mm256_add_epi32(sums, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(eight),
+                                                         _mm256_set1_epi32(weights[tap])));
+      }
+      const __m256i clipped = clip8_avx2(sums);
+      const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(clipped),
+                                             _mm256_extracti128_si256(clipped, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out_row_.data() + i),
+                       _mm_packus_epi16(words, words));
+    }
+    for (; i < values; ++i) {
+      std::int32_t sum = half;
+      for (std::size_t tap = 0; tap < taps; ++tap) sum += rows[tap * row_bytes_ + i] * weights[tap];
+      out_row_[i] = detail::clip8(sum);
+    }
+  }
+
+  // Eight outputs at a time, Pillow's arithmetic exactly (32-bit products of the 22-bit weights):
+  // for each tap, one gather fetches the 4 bytes that end with each output's input pixel (the
+  // byte before it, then r, g, b), so nothing past the row's last pixel is read; a block whose
+  // first input is pixel 0 goes the plain way, as do the outputs after the last whole block.
+  [[gnu::target("avx2")]] void across_rgb_avx2(const std::uint8_t* in,
+                                               std::uint8_t* out) const noexcept {
+    const detail::resample_axis& axis = horizontal_;
+    const std::size_t blocks = out_width_ / 8;
+    const __m256i last = _mm256_set1_epi32(static_cast<std::int32_t>(in_width_) - 1);
+    const __m256i half = _mm256_set1_epi32(std::int32_t{1} << (detail::resample_axis::precision_bits - 1));
+    const __m256i byte = _mm256_set1_epi32(0xff);
+    const __m256i one = _mm256_set1_epi32(1);
+    const int* base = reinterpret_cast<const int*>(in + 2);  // pixel p's bytes end at 3p - 1 + 3
+    alignas(32) std::int32_t packed[8];
+    for (std::size_t block = 0; block < blocks; ++block) {
+      const std::size_t x = block * 8;
+      if (axis.first[x] == 0) {
+        across<3>(in, out, x, x + 8);
+        continue;
+      }
+      const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(axis.first32.data() + x));
+      const std::int32_t* weights = axis.block_weights.data() + block * axis.taps_per_output * 8;
+      __m256i red = half;
+      __m256i green = half;
+      __m256i blue = half;
+      const std::int32_t taps = axis.block_taps[block];
+      for (std::int32_t tap = 0; tap < taps; ++tap) {
+        const __m256i pixel =
+            _mm256_sub_epi32(_mm256_min_epi32(_mm256_add_epi32(first, _mm256_set1_epi32(tap)), last), one);
+        const __m256i offset = _mm256_add_epi32(pixel, _mm256_add_epi32(pixel, pixel));
+        const __m256i values = _mm256_i32gather_epi32(base, offset, 1);
+        const __m256i weight = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + tap * 8));
+        red = _mm256_add_epi32(red, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 8), byte), weight));
+        green = _mm256_add_epi32(green, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 16), byte), weight));
+        blue = _mm256_add_epi32(blue, _mm256_mullo_epi32(_mm256_srli_epi32(values, 24), weight));
+      }
+      const __m256i rgb = _mm256_or_si256(
+          clip8_avx2(red), _mm256_or_si256(_mm256_slli_epi32(clip8_avx2(green), 8),
+                                           _mm256_slli_epi32(clip8_avx2(blue), 16)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(packed), rgb);
+      for (std::size_t lane = 0; lane < 8; ++lane) {
+        std::uint8_t* to = out + (x + lane) * 3;
+        to[0] = static_cast<std::uint8_t>(packed[lane]);
+        to[1] = static_cast<std::uint8_t>(packed[lane] >> 8);
+        to[2] = static_cast<std::uint8_t>(packed[lane] >> 16);
+      }
+    }
+    across<3>(in, out, blocks * 8, out_width_);
+  }
+#endif
+
   detail::resample_axis horizontal_;
   detail::resample_axis vertical_;
   std::size_t channels_ = 0;
   std::size_t in_width_ = 0;
   std::size_t out_height_ = 0;
   std::size_t out_width_ = 0;
+  detail::resample_isa isa_ = detail::resample_isa::plain;
   bool need_horizontal_ = false;
   bool need_vertical_ = false;
   std::size_t first_row_ = 0;
