@@ -23,9 +23,9 @@ struct isa_ceiling {
 
 std::vector<std::uint8_t> resample(const crema::image_view<std::uint8_t>& image,
                                    crema::resample_box box, std::size_t out_height,
-                                   std::size_t out_width, std::size_t band) {
+                                   std::size_t out_width, std::size_t band, bool mirror = false) {
   crema::band_resampler resampler;
-  resampler.start(image.channels, image.height, image.width, box, out_height, out_width);
+  resampler.start(image.channels, image.height, image.width, box, out_height, out_width, mirror);
   for (std::size_t row = 0; row < image.height; row += band) {
     const std::size_t count = std::min(band, image.height - row);
     resampler.rows({image.data + row * image.row_stride, image.row_stride, row, count});
@@ -59,14 +59,42 @@ TEST_SUITE("band_resampler") {
       const std::size_t out_height = 1 + rng.below(trial % 3 == 0 ? 300 : 80);
       const std::size_t out_width = 1 + rng.below(trial % 2 == 0 ? 300 : 80);
       const std::size_t band = 1 + rng.below(20);
+      const bool mirror = rng.bernoulli(0.5);
       CAPTURE(trial);
       std::vector<std::uint8_t> plain;
       {
         isa_ceiling lowered(crema::detail::resample_isa::plain);
-        plain = resample(image, box, out_height, out_width, band);
+        plain = resample(image, box, out_height, out_width, band, mirror);
       }
-      const auto best = resample(image, box, out_height, out_width, band);
+      const auto best = resample(image, box, out_height, out_width, band, mirror);
       CHECK(best == plain);
     }
+  }
+
+  TEST_CASE("rows come channel by channel, and mirrored rows are the others reversed") {
+    crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+    const auto bytes = crema::test::read_bytes(crema::test::test_data("astronaut.jpg"));
+    const auto image = decoder.decode(bytes, "astronaut.jpg");
+    for (const std::size_t out_width : {256, 100, 37}) {  // 256: no horizontal pass at all
+      CAPTURE(out_width);
+      const crema::resample_box box{0, 0, 256, 256};
+      const auto plain = resample(image, box, 50, out_width, 16);
+      const auto mirrored = resample(image, box, 50, out_width, 16, true);
+      bool reversed = true;
+      for (std::size_t row = 0; row < 50; ++row) {
+        for (std::size_t c = 0; c < 3; ++c) {
+          for (std::size_t x = 0; x < out_width; ++x) {
+            const std::size_t at = (row * 3 + c) * out_width;
+            reversed = reversed && mirrored[at + x] == plain[at + out_width - 1 - x];
+          }
+        }
+      }
+      CHECK(reversed);
+    }
+    // Without either pass the rows are the image's, channel by channel.
+    const auto same = resample(image, {0, 0, 256, 256}, 256, 256, 7);
+    CHECK(same[0] == image(0, 0, 0));
+    CHECK(same[256] == image(1, 0, 0));
+    CHECK(same[3 * 256 + 2 * 256 + 5] == image(2, 1, 5));
   }
 }

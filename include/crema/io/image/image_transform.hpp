@@ -244,6 +244,7 @@ class image_transform {
   struct resampling_sink {
     band_resampler& resampler;
     const image_geometry& geometry;
+    const bool& flip;
     void start(const decoded_window& decoded) {
       const double scale = static_cast<double>(decoded.scale);
       const resample_box box{
@@ -252,7 +253,7 @@ class image_transform {
               (geometry.box.left - static_cast<double>(geometry.window.left)) / scale,
           geometry.box.height / scale, geometry.box.width / scale};
       resampler.start(decoded.channels, decoded.height, decoded.width, box, geometry.out_height,
-                      geometry.out_width);
+                      geometry.out_width, flip);
     }
     void rows(const pixel_rows& band) { resampler.rows(band); }
   };
@@ -273,9 +274,9 @@ class image_transform {
       choose(info, chosen, flip);
       return plan_of(chosen);
     };
-    resampling_sink sink{resampler_, chosen};
+    resampling_sink sink{resampler_, chosen, flip};
     decoder_.decode(bytes, key, plan_for, sink);
-    write(out, chosen, flip);
+    write(out, chosen);
   }
 
   [[nodiscard]] decode_plan plan_of(const image_geometry& chosen) const noexcept {
@@ -327,23 +328,31 @@ class image_transform {
     return {{top, left, rows, columns}, box, eval.crop_height, eval.crop_width};
   }
 
+  // The resampler's rows come channel by channel, already mirrored.
   template <class T>
-  void write(std::span<T> out, const image_geometry& chosen, bool flip) {
+  void write(std::span<T> out, const image_geometry& chosen) {
     const std::size_t channels = options_.decode.channels;
     const std::size_t height = chosen.out_height;
     const std::size_t width = chosen.out_width;
     const bool chw = options_.layout == pixel_layout::chw;
     resampler_.finish([&](std::size_t row, const std::uint8_t* values) {
-      for (std::size_t x = 0; x < width; ++x) {
-        const std::size_t column = flip ? width - 1 - x : x;
-        for (std::size_t c = 0; c < channels; ++c) {
-          const std::uint8_t value = values[x * channels + c];
-          const std::size_t at = chw ? (c * height + row) * width + column
-                                     : (row * width + column) * channels + c;
+      for (std::size_t c = 0; c < channels; ++c) {
+        const std::uint8_t* plane = values + c * width;
+        if (chw) {
+          T* to = out.data() + (c * height + row) * width;
           if constexpr (std::is_same_v<T, float>) {
-            out[at] = normalized_[c][value];
+            normalize_values(plane, width, options_.mean[c], options_.std[c], to);
           } else {
-            out[at] = value;
+            std::copy(plane, plane + width, to);
+          }
+        } else {
+          T* to = out.data() + row * width * channels + c;
+          for (std::size_t x = 0; x < width; ++x) {
+            if constexpr (std::is_same_v<T, float>) {
+              to[x * channels] = normalized_[c][plane[x]];
+            } else {
+              to[x * channels] = plane[x];
+            }
           }
         }
       }

@@ -27,6 +27,12 @@
 
 namespace crema {
 
+/// @brief Writes `count` 8-bit values as floats `(value / 255 - mean) / std`, computed as
+/// torchvision's ToTensor and Normalize compute them in float (so the same bits), eight at a time
+/// where the processor has AVX2.
+void normalize_values(const std::uint8_t* values, std::size_t count, float mean, float std,
+                      float* out) noexcept;
+
 /// @brief A region of an image to resample, in its pixels (fractional; Pillow's `box`).
 struct resample_box {
   double top = 0;
@@ -140,7 +146,8 @@ struct resample_axis {
 /// @brief Resamples a box of a decoded region to an output size, from bands of rows.
 ///
 /// `start` once per image, `rows` for each band as it comes (top to bottom), then `finish`,
-/// which hands each output row (interleaved 8-bit) to a writer. Its buffers grow to the largest
+/// which hands each output row to a writer, channel by channel (all of channel 0's values, then
+/// channel 1's, ...), mirrored left to right when asked. Its buffers grow to the largest
 /// image and are then reused: nothing is allocated per image in the steady state. One per
 /// thread; not thread-safe.
 class band_resampler {
@@ -149,9 +156,11 @@ class band_resampler {
   /// @param channels, height, width the decoded region's
   /// @param box the part of the region to resample (inside it)
   /// @param out_height, out_width the output size (at least 1 each)
+  /// @param mirror whether output column x is made from the box's column out_width - 1 - x
   void start(std::size_t channels, std::size_t height, std::size_t width, resample_box box,
-             std::size_t out_height, std::size_t out_width) {
+             std::size_t out_height, std::size_t out_width, bool mirror = false) {
     channels_ = channels;
+    mirror_ = mirror;
     in_width_ = width;
     out_height_ = out_height;
     out_width_ = out_width;
@@ -184,7 +193,9 @@ class band_resampler {
       const std::uint8_t* in = band.row(row - band.first);
       std::uint8_t* out = kept_.data() + (row - first_row_) * row_bytes_;
       if (!need_horizontal_) {
-        std::copy(in, in + row_bytes_, out);
+        for (std::size_t x = 0; x < in_width_; ++x) {
+          for (std::size_t c = 0; c < channels_; ++c) out[c * in_width_ + column(x)] = in[x * channels_ + c];
+        }
       } else if (channels_ == 3) {
 #if defined(CREMA_RESAMPLE_AVX2)
         if (isa_ == detail::resample_isa::avx2) {
@@ -200,7 +211,7 @@ class band_resampler {
   }
 
   /// @brief Makes the output, row by row: `write(row, values)` gets each output row's
-  /// `out_width * channels` interleaved values, top to bottom.
+  /// `out_width * channels` values, channel by channel, top to bottom.
   template <class Write>
   void finish(Write&& write) {
     if (!need_vertical_) {
@@ -250,7 +261,8 @@ class band_resampler {
       for (std::size_t tap = 0; tap < taps; ++tap) {
         for (std::size_t c = 0; c < Channels; ++c) sums[c] += source[tap * Channels + c] * weights[tap];
       }
-      for (std::size_t c = 0; c < Channels; ++c) out[x * Channels + c] = detail::clip8(sums[c]);
+      const std::size_t to = column(x);
+      for (std::size_t c = 0; c < Channels; ++c) out[c * out_width_ + to] = detail::clip8(sums[c]);
     }
   }
 
@@ -334,15 +346,21 @@ class band_resampler {
                                            _mm256_slli_epi32(clip8_avx2(blue), 16)));
       _mm256_store_si256(reinterpret_cast<__m256i*>(packed), rgb);
       for (std::size_t lane = 0; lane < 8; ++lane) {
-        std::uint8_t* to = out + (x + lane) * 3;
-        to[0] = static_cast<std::uint8_t>(packed[lane]);
-        to[1] = static_cast<std::uint8_t>(packed[lane] >> 8);
-        to[2] = static_cast<std::uint8_t>(packed[lane] >> 16);
+        const std::size_t to = column(x + lane);
+        out[to] = static_cast<std::uint8_t>(packed[lane]);
+        out[out_width_ + to] = static_cast<std::uint8_t>(packed[lane] >> 8);
+        out[2 * out_width_ + to] = static_cast<std::uint8_t>(packed[lane] >> 16);
       }
     }
     across<3>(in, out, blocks * 8, out_width_);
   }
 #endif
+
+  // Where output column x goes in a row: mirrored or not.
+  [[nodiscard]] std::size_t column(std::size_t x) const noexcept {
+    const std::size_t width = need_horizontal_ ? out_width_ : in_width_;
+    return mirror_ ? width - 1 - x : x;
+  }
 
   detail::resample_axis horizontal_;
   detail::resample_axis vertical_;
@@ -351,6 +369,7 @@ class band_resampler {
   std::size_t out_height_ = 0;
   std::size_t out_width_ = 0;
   detail::resample_isa isa_ = detail::resample_isa::plain;
+  bool mirror_ = false;
   bool need_horizontal_ = false;
   bool need_vertical_ = false;
   std::size_t first_row_ = 0;
@@ -360,5 +379,38 @@ class band_resampler {
   std::vector<std::int32_t> sums_;
   std::vector<std::uint8_t> out_row_;
 };
+
+#if defined(CREMA_RESAMPLE_AVX2)
+namespace detail {
+[[gnu::target("avx2")]] inline void normalize_values_avx2(const std::uint8_t* values,
+                                                          std::size_t count, float mean,
+                                                          float std, float* out) noexcept {
+  const __m256 scale = _mm256_set1_ps(255.0F);
+  const __m256 shift = _mm256_set1_ps(mean);
+  const __m256 spread = _mm256_set1_ps(std);
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256i eight =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + i)));
+    const __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(eight), scale);
+    _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_sub_ps(x, shift), spread));
+  }
+  for (; i < count; ++i) out[i] = (static_cast<float>(values[i]) / 255.0F - mean) / std;
+}
+}  // namespace detail
+#endif
+
+inline void normalize_values(const std::uint8_t* values, std::size_t count, float mean, float std,
+                             float* out) noexcept {
+#if defined(CREMA_RESAMPLE_AVX2)
+  if (detail::resample_rows().load(std::memory_order_relaxed) == detail::resample_isa::avx2) {
+    detail::normalize_values_avx2(values, count, mean, std, out);
+    return;
+  }
+#endif
+  for (std::size_t i = 0; i < count; ++i) {
+    out[i] = (static_cast<float>(values[i]) / 255.0F - mean) / std;
+  }
+}
 
 }  // namespace crema
