@@ -13,6 +13,7 @@
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
 #include <crema/io/image/image_transform.hpp>
+#include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -46,7 +47,9 @@ constexpr std::string_view usage = R"(usage:
       Reads DB (a Caffe LMDB) E times (default 1) through decode, crop (random), mirror (random),
       mean, scale and batching into host batches of B, as a training loop would, on P producer
       coroutines (default 2) over T threads (default P). Prints samples/s, the share of the time
-      the consumer waited for a batch, and a raw cursor scan of DB measured in the same run. With
+      the consumer waited for a batch, and a raw cursor scan of DB measured in the same run; for
+      a DB of encoded images (decoded only in their crop), also a loop that reads and fully
+      decodes them on T threads (decode_only_samples_per_s in --json). With
       --checksum (or --ordered), a checksum of every batch's bytes in delivery order, which the
       consumer computes (so it reads every byte, as a training loop does not): with --ordered
       the same seed gives the same checksum for every P and T. --json prints one JSON object.
@@ -97,6 +100,63 @@ double raw_cursor_scan(const std::filesystem::path& path, std::size_t& records) 
   if (txn != nullptr) mdb_txn_abort(txn);
   crema::detail::lmdb_check(status, "raw scan: cannot read", path);
   return static_cast<double>(records) / seconds;
+}
+
+// The baseline of a DB of encoded images: T threads that each read the database with a cursor of
+// their own and fully decode every T-th record's image with TurboJPEG (BGR, as Caffe decodes),
+// `epochs` times, nothing else: images per second.
+double decode_only_records(const std::filesystem::path& path, std::size_t threads,
+                           std::size_t epochs) {
+  const auto env =
+      crema::lmdb_environment::open(path, crema::lmdb_environment::access::read, "decode only");
+  std::atomic<std::size_t> decoded{0};
+  std::atomic<std::size_t> failures{0};
+  const auto start = clock_type::now();
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      crema::image_decoder decoder;
+      MDB_txn* txn = nullptr;
+      MDB_dbi dbi = 0;
+      MDB_cursor* cursor = nullptr;
+      int status = mdb_txn_begin(env->get(), nullptr, MDB_RDONLY, &txn);
+      if (status == MDB_SUCCESS) status = mdb_dbi_open(txn, nullptr, 0, &dbi);
+      if (status == MDB_SUCCESS) status = mdb_cursor_open(txn, dbi, &cursor);
+      if (status != MDB_SUCCESS) {
+        failures.fetch_add(1);
+        if (txn != nullptr) mdb_txn_abort(txn);
+        return;
+      }
+      for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
+        std::size_t index = 0;
+        MDB_val key{};
+        MDB_val value{};
+        for (int got = mdb_cursor_get(cursor, &key, &value, MDB_FIRST); got == MDB_SUCCESS;
+             got = mdb_cursor_get(cursor, &key, &value, MDB_NEXT), ++index) {
+          if (index % threads != t) continue;
+          try {
+            const std::span<const std::byte> bytes(static_cast<const std::byte*>(value.mv_data),
+                                                   value.mv_size);
+            const crema::datum_view datum = crema::decode_datum(bytes, "decode only");
+            (void)decoder.decode(datum.data, "decode only");
+            decoded.fetch_add(1, std::memory_order_relaxed);
+          } catch (const crema::error&) {
+            failures.fetch_add(1);
+          }
+        }
+      }
+      mdb_cursor_close(cursor);
+      mdb_txn_abort(txn);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  const double seconds = seconds_since(start);
+  if (failures.load() != 0) {
+    throw crema::format_error(
+        fmt::format("decode-only loop: {} of the records of {} did not decode", failures.load(),
+                    path.string()));
+  }
+  return static_cast<double>(decoded.load()) / seconds;
 }
 
 // A hash of bytes chained over calls (in delivery order): four independent lanes of eight bytes,
@@ -160,19 +220,24 @@ int feed(const crema::tools::arguments& args) {
   if (const auto values = args.option("mean-values")) options.mean_values = parse_values(*values);
   const crema::caffe_transform transform(options);
 
-  crema::image_decoder decoder;
+  // Encoded records are decoded only in their crop, in BGR as Caffe decodes them.
+  crema::image_window_decoder decoder({.channels = 0, .order = crema::channel_order::bgr});
   crema::record_shape input;
   std::size_t records = 0;
+  bool encoded = false;
   {
     crema::lmdb_source first(path);
     records = first.records();
     const crema::lmdb_record* record = first.next();
     input = crema::datum_shape(record->value, record->key_text(), decoder);
+    encoded = crema::decode_datum(record->value, record->key_text()).encoded;
   }
   // The database read once before either is timed: both measure a warm page cache.
   std::size_t scanned = 0;
   (void)raw_cursor_scan(path, scanned);
   const double raw_per_s = raw_cursor_scan(path, scanned);
+  // Encoded images: a loop that only decodes them, on as many threads, is the baseline too.
+  const double decode_per_s = encoded ? decode_only_records(path, threads, epochs) : 0.0;
 
   crema::caffe_batcher batcher(input, transform, crema::make_host_batch<float>{}, decoder);
   const std::size_t elements = batcher.shape().elements();
@@ -220,9 +285,13 @@ int feed(const crema::tools::arguments& args) {
     fmt::print(
         "{{\"db\": \"{}\", \"records\": {}, \"samples\": {}, \"seconds\": {:.6f}, "
         "\"samples_per_s\": {:.1f}, \"raw_scan_samples_per_s\": {:.1f}, \"ratio_to_raw_scan\": "
-        "{:.4f}, \"starved_fraction\": {:.4f}, \"checksum\": {}, \"batch\": {}, "
+        "{:.4f}, {}\"starved_fraction\": {:.4f}, \"checksum\": {}, \"batch\": {}, "
         "\"shape\": [{}, {}, {}], \"producers\": {}, \"threads\": {}, \"machine\": \"{}\"}}\n",
         path.string(), records, samples, seconds, per_s, raw_per_s, per_s / raw_per_s,
+        encoded ? fmt::format("\"decode_only_samples_per_s\": {:.1f}, \"ratio_to_decode_only\": "
+                              "{:.4f}, ",
+                              decode_per_s, per_s / decode_per_s)
+                : std::string(),
         starved_fraction, hashed ? fmt::format("\"{:016x}\"", hash.value()) : "null", batch_size,
         out.channels, out.height, out.width, producers, threads,
         crema::bench::machine_description());
@@ -238,6 +307,12 @@ int feed(const crema::tools::arguments& args) {
       per_s, producers, threads, 100.0 * starved_fraction);
   fmt::print("  raw cursor scan: {:.0f} records/s; ratio = crema / raw scan = {:.3f}\n", raw_per_s,
              per_s / raw_per_s);
+  if (encoded) {
+    fmt::print(
+        "  decode-only loop: {:.0f} images/s (read + full decode, {} threads); ratio = crema / "
+        "decode only = {:.3f}\n",
+        decode_per_s, threads, per_s / decode_per_s);
+  }
   if (hashed) {
     fmt::print("  checksum: {:016x} ({} samples)\n", hash.value(), samples);
   } else {
@@ -290,7 +365,8 @@ std::array<float, 6> parse_normalize(const std::string& text) {
     throw usage_error(fmt::format("--normalize takes m1,m2,m3/s1,s2,s3, not '{}'", text));
   }
   for (const float value : std) {
-    if (!(value > 0)) throw usage_error(fmt::format("--normalize: std must be positive in '{}'", text));
+    if (!(value > 0))
+      throw usage_error(fmt::format("--normalize: std must be positive in '{}'", text));
   }
   return {mean[0], mean[1], mean[2], std[0], std[1], std[2]};
 }
@@ -407,9 +483,10 @@ int main(int argc, char** argv) {
       if (args.positional_count() != 0) throw usage_error("--images reads no DB");
       for (const char* lmdb_only : {"crop", "mean-file", "mean-values", "scale"}) {
         if (args.option(lmdb_only)) {
-          throw usage_error(fmt::format("--{} is for a DB; --images takes --random-resized-crop "
-                                        "or --resize, and --normalize",
-                                        lmdb_only));
+          throw usage_error(
+              fmt::format("--{} is for a DB; --images takes --random-resized-crop "
+                          "or --resize, and --normalize",
+                          lmdb_only));
         }
       }
       if (const auto list = args.option("list")) {

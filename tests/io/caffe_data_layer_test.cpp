@@ -6,17 +6,21 @@
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
+#include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 #include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/host_batch.hpp>
 
 #include "common/recording_device_resource.hpp"
 #include "common/scratch_directory.hpp"
+#include "common/test_data.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <turbojpeg.h>
 
 #include <unistd.h>
 #include <algorithm>
@@ -237,6 +241,75 @@ std::string error_of_pass(const fs::path& path, Decoder decoder = {}) {
   return {};
 }
 
+// JPEG Datums of `height` x `width` cut from the committed photographs at many places, encoded
+// in turn 4:2:0, 4:2:2, 4:4:4, gray and progressive 4:2:0; label = index.
+fs::path make_jpeg_dataset(const fs::path& path, std::size_t count, std::size_t height,
+                           std::size_t width) {
+  crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+  std::vector<std::vector<std::uint8_t>> photographs;
+  std::vector<crema::record_shape> sizes;
+  for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
+    const auto view = decoder.decode(crema::test::read_bytes(crema::test::test_data(name)), name);
+    photographs.emplace_back(view.data, view.data + view.elements());
+    sizes.push_back({3, view.height, view.width});
+  }
+  crema::lmdb_writer writer(path);
+  std::vector<std::byte> value;
+  std::vector<std::uint8_t> cut(height * width * 3);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& photo = photographs[i % 2];
+    const crema::record_shape size = sizes[i % 2];
+    const std::size_t top = (i * 37) % (size.height - height + 1);
+    const std::size_t left = (i * 53) % (size.width - width + 1);
+    for (std::size_t r = 0; r < height; ++r) {
+      std::memcpy(cut.data() + r * width * 3, photo.data() + ((top + r) * size.width + left) * 3,
+                  width * 3);
+    }
+    const int kinds[] = {TJSAMP_420, TJSAMP_422, TJSAMP_444, TJSAMP_GRAY, TJSAMP_420};
+    const int flags = i % 5 == 4 ? TJFLAG_PROGRESSIVE : 0;
+    // A handle of its own for each image: TurboJPEG 2.1.5 writes corrupt Huffman codes with a
+    // handle that made a progressive JPEG before.
+    tjhandle handle = tjInitCompress();
+    unsigned char* encoded = nullptr;
+    unsigned long encoded_size = 0;
+    REQUIRE(tjCompress2(handle, cut.data(), static_cast<int>(width), 0, static_cast<int>(height),
+                        TJPF_RGB, &encoded, &encoded_size, kinds[i % 5], 90, flags) == 0);
+    const std::vector<std::byte> jpeg(reinterpret_cast<const std::byte*>(encoded),
+                                      reinterpret_cast<const std::byte*>(encoded) + encoded_size);
+    tjFree(encoded);
+    tjDestroy(handle);
+    value.clear();
+    crema::encode_datum({.label = static_cast<std::int32_t>(i), .encoded = true, .data = jpeg},
+                        value);
+    writer.put(key_of(i), value);
+  }
+  writer.finish();
+  return path;
+}
+
+// Every value of one ordered pass over an LMDB of encoded Datums, decoded by `decoder`.
+template <class Decoder>
+std::vector<float> values_of_pass(const fs::path& path, const crema::caffe_transform& transform,
+                                  Decoder decoder, crema::record_shape input) {
+  crema::caffe_batcher batcher(input, transform, crema::make_host_batch<float>{},
+                               std::move(decoder));
+  crema::double_buffered_pipeline pipe{crema::lmdb_source(path),
+                                       batcher,
+                                       {.batch_size = 8,
+                                        .producers = 2,
+                                        .threads = 2,
+                                        .mode = crema::pipeline_mode::single_pass,
+                                        .ordered = true,
+                                        .seed = 5}};
+  std::vector<float> values;
+  for (auto batch : pipe.consumer(0)) {
+    values.insert(values.end(), batch->data.begin(),
+                  batch->data.begin() +
+                      static_cast<std::ptrdiff_t>(batch->size() * batcher.shape().elements()));
+  }
+  return values;
+}
+
 }  // namespace
 
 TEST_SUITE("caffe data layer") {
@@ -257,6 +330,49 @@ TEST_SUITE("caffe data layer") {
       scratch_directory scratch("layer-kinds");
       const auto path = make_dataset(scratch.path(), 75, k);
       check_one_pass(path, training_transform(), crema::image_decoder{}, 75, 1);
+      check_one_pass(
+          path, training_transform(),
+          crema::image_window_decoder({.channels = 0, .order = crema::channel_order::bgr}), 75, 1);
+    }
+  }
+
+  TEST_CASE(
+      "JPEG Datums decoded only in their crop, row band by row band, give the bytes of a whole "
+      "decode, for every crop, mirror, mean and subsampling") {
+    crema::test::watchdog guard(120s, "data layer windows");
+    constexpr std::size_t height = 45;
+    constexpr std::size_t width = 61;
+    scratch_directory scratch("layer-windows");
+    const auto path = make_jpeg_dataset(scratch.path(), 60, height, width);
+    auto mean = std::make_shared<crema::blob>();
+    mean->shape = {1, 3, height, width};
+    for (std::size_t i = 0; i < 3 * height * width; ++i) {
+      mean->data.push_back(static_cast<float>(i % 251) * 0.5f);
+    }
+    std::vector<crema::caffe_transform_options> cases = {
+        {.crop_size = 32,
+         .mirror = true,
+         .training = true,
+         .scale = 0.017f,
+         .mean_values = {104.0f, 117.0f, 123.0f}},
+        {.crop_size = 40, .mirror = true, .training = true, .mean_file = mean},
+        {.crop_size = 17, .training = false, .scale = 0.5f, .mean_values = {100.0f}},
+        {.mirror = true, .training = true}};
+    const crema::record_shape input{3, height, width};
+    for (const auto& options : cases) {
+      CAPTURE(options.crop_size);
+      const crema::caffe_transform transform(options);
+      const auto whole = values_of_pass(
+          path, transform,
+          crema::image_decoder({.channels = 3, .order = crema::channel_order::bgr}), input);
+      const auto windows =
+          values_of_pass(path, transform,
+                         crema::image_window_decoder(
+                             {.channels = 3, .order = crema::channel_order::bgr, .band_rows = 7}),
+                         input);
+      REQUIRE(whole.size() == 60 * transform.output_shape(3, height, width).elements());
+      CHECK(windows.size() == whole.size());
+      CHECK(std::memcmp(windows.data(), whole.data(), whole.size() * sizeof(float)) == 0);
     }
   }
 

@@ -188,6 +188,80 @@ TEST_SUITE("caffe_transform") {
   }
 
   TEST_CASE(
+      "interleaved colour rows of every width from 1 to 70 give the planar rows' bits, mirrored "
+      "or not, with every mean and instruction set, and so do bands of rows written one by one") {
+    using isa = crema::detail::byte_row_isa;
+    const isa best = crema::detail::best_byte_row_isa();
+    std::vector<isa> kinds{isa::plain};
+    if (best >= isa::sse2) kinds.push_back(isa::sse2);
+    if (best >= isa::avx2) kinds.push_back(isa::avx2);
+    struct restore {
+      ~restore() { crema::detail::byte_rows().store(crema::detail::best_byte_row_isa()); }
+    } restored;
+    constexpr std::size_t rows = 5;
+    for (const isa kind : kinds) {
+      crema::detail::byte_rows().store(kind);
+      for (std::size_t row_width = 1; row_width <= 70; ++row_width) {
+        for (int mean = 0; mean < 3; ++mean) {
+          const int kind_number = static_cast<int>(kind);
+          CAPTURE(kind_number);
+          CAPTURE(row_width);
+          CAPTURE(mean);
+          std::vector<std::uint8_t> planar(3 * rows * row_width);
+          for (std::size_t i = 0; i < planar.size(); ++i) {
+            planar[i] = static_cast<std::uint8_t>(i * 7 + 3 + i / 5);
+          }
+          std::vector<std::uint8_t> interleaved(planar.size());
+          for (std::size_t c = 0; c < 3; ++c) {
+            for (std::size_t i = 0; i < rows * row_width; ++i) {
+              interleaved[i * 3 + c] = planar[c * rows * row_width + i];
+            }
+          }
+          crema::caffe_transform_options options{.mirror = true, .training = true, .scale = 0.017f};
+          if (mean == 1) options.mean_values = {104.5f, 3.0f, 250.25f};
+          if (mean == 2) {
+            auto image_mean = std::make_shared<crema::blob>();
+            image_mean->shape = {3, static_cast<std::int64_t>(rows),
+                                 static_cast<std::int64_t>(row_width)};
+            for (std::size_t i = 0; i < planar.size(); ++i) {
+              image_mean->data.push_back(static_cast<float>(i % 13) * 9.5f);
+            }
+            options.mean_file = image_mean;
+          }
+          const crema::caffe_transform transform(options);
+          for (std::uint64_t position = 0; position < 4; ++position) {
+            const crema::sample_rng rng(7, 0, position);
+            std::vector<float> expected(planar.size());
+            std::vector<float> out(planar.size());
+            auto draws = rng;
+            transform(crema::image_view<std::uint8_t>::planar(planar.data(), 3, rows, row_width),
+                      std::span<float>(expected), draws);
+            draws = rng;
+            const auto whole = crema::image_view<std::uint8_t>::interleaved(interleaved.data(), 3,
+                                                                            rows, row_width);
+            transform(whole, std::span<float>(out), draws);
+            CHECK(same_bits(out, expected));
+
+            // Bands of 1, then 2, then the rest, as a decoder hands them over.
+            std::fill(out.begin(), out.end(), -1.0f);
+            draws = rng;
+            const crema::record_shape input{3, rows, row_width};
+            const crema::caffe_crop crop = transform.draw_crop(input, draws);
+            for (const auto& [first, count] :
+                 {std::pair<std::size_t, std::size_t>{0, 1}, {1, 2}, {3, rows - 3}}) {
+              auto band = whole;
+              band.data += first * whole.row_stride;
+              band.height = count;
+              transform.write_rows(band, first, crop, input, std::span<float>(out));
+            }
+            CHECK(same_bits(out, expected));
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE(
       "the transform equals Caffe's loop bit for bit, from planar and interleaved bytes "
       "and from floats") {
     const auto bytes = test_values<std::uint8_t>();

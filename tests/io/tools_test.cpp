@@ -222,6 +222,25 @@ TEST_SUITE("tools") {
                         feed_tool, quoted(db)));
     CHECK(json_field(other_seed.output, "checksum").size() == 16);
     CHECK(json_field(other_seed.output, "checksum") != first_checksum);
+    CHECK(first_checksum.size() == 16);
+    CHECK(run(fmt::format("{} {} --batch 4 --json", feed_tool, quoted(db)))
+              .output.find("decode_only") == std::string::npos);
+    // The same images kept encoded are decoded only in their crops, to the same bytes, beside a
+    // loop that only decodes them.
+    const auto encoded = scratch.path() / "encoded";
+    REQUIRE(run(fmt::format("{} convert {} {} {} --encoded", lmdb_tool,
+                            quoted(scratch.path() / "images"), quoted(list), quoted(encoded)))
+                .status == 0);
+    const auto from_encoded = run(fmt::format(
+        "{} {} --batch 4 --crop 5 --mirror --mean-values 100,110,120 --scale 0.5 --epochs 3 "
+        "--seed 9 --ordered --json --producers 3 --threads 2",
+        feed_tool, quoted(encoded)));
+    REQUIRE_MESSAGE(from_encoded.status == 0, from_encoded.output);
+    CHECK(json_field(from_encoded.output, "checksum") == first_checksum);
+    CHECK(std::stod(json_field(from_encoded.output, "decode_only_samples_per_s")) > 0);
+    CHECK(std::stod(json_field(from_encoded.output, "ratio_to_decode_only")) > 0);
+    const auto printed = run(fmt::format("{} {} --batch 4 --crop 5", feed_tool, quoted(encoded)));
+    CHECK(printed.output.find("decode-only loop:") != std::string::npos);
     // Unordered, the consumer does not hash unless asked.
     const auto unhashed = run(fmt::format("{} {} --batch 4 --json", feed_tool, quoted(db)));
     CHECK(unhashed.output.find("\"checksum\": null") != std::string::npos);
@@ -230,8 +249,9 @@ TEST_SUITE("tools") {
     CHECK(json_field(hashed.output, "checksum").size() == 16);
   }
 
-  TEST_CASE("crema-feed --images reads a folder or a list through ImageNet-style input, beside a "
-            "decode-only loop of the same files; misused options are usage errors") {
+  TEST_CASE(
+      "crema-feed --images reads a folder or a list through ImageNet-style input, beside a "
+      "decode-only loop of the same files; misused options are usage errors") {
     scratch_directory scratch("tool-feed-images");
     const auto list = make_images(scratch.path());
     const auto images = scratch.path() / "images";
@@ -246,9 +266,10 @@ TEST_SUITE("tools") {
     CHECK(json_field(folder.output, "transform") == "RandomResizedCrop(5)");
     CHECK(std::stod(json_field(folder.output, "samples_per_s")) > 0);
     CHECK(std::stod(json_field(folder.output, "decode_only_samples_per_s")) > 0);
-    const auto listed = run(fmt::format("{} --images {} --list {} --batch 4 --resize 8 "
-                                        "--center-crop 6 --exact",
-                                        feed_tool, quoted(images), quoted(list)));
+    const auto listed =
+        run(fmt::format("{} --images {} --list {} --batch 4 --resize 8 "
+                        "--center-crop 6 --exact",
+                        feed_tool, quoted(images), quoted(list)));
     REQUIRE_MESSAGE(listed.status == 0, listed.output);
     CHECK(listed.output.find("(6 images), Resize(8) + CenterCrop(6), batches of 4 x 3 x 6 x 6") !=
           std::string::npos);
@@ -259,9 +280,11 @@ TEST_SUITE("tools") {
       std::string message;
     };
     for (const misuse& m : std::vector<misuse>{
-             {"--batch 4", "--images takes --random-resized-crop S, or --resize S with --center-crop C"},
+             {"--batch 4",
+              "--images takes --random-resized-crop S, or --resize S with --center-crop C"},
              {"--batch 4 --random-resized-crop 5 --resize 8 --center-crop 6", "--images takes"},
-             {"--batch 4 --resize 8 --center-crop 9", "--center-crop must be at least 1 and at most --resize"},
+             {"--batch 4 --resize 8 --center-crop 9",
+              "--center-crop must be at least 1 and at most --resize"},
              {"--batch 4 --random-resized-crop 5 --normalize 1,2/3,4",
               "--normalize takes m1,m2,m3/s1,s2,s3, not '1,2/3,4'"},
              {"--batch 4 --random-resized-crop 5 --normalize 0,0,0/1,0,1", "std must be positive"},

@@ -3,6 +3,7 @@
 #include <crema/core/error.hpp>
 #include <crema/io/caffe_transform.hpp>
 #include <crema/io/datum.hpp>
+#include <crema/io/image/decode_plan.hpp>
 #include <crema/io/image_view.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
@@ -53,6 +54,31 @@ struct no_image_decoder {
   }
 };
 
+namespace detail {
+
+// What a window decoder is asked for in `window_decoder`: any plan, any sink of rows.
+struct any_decode_plan {
+  template <class Info>
+  decode_plan operator()(const Info&) const noexcept {
+    return {};
+  }
+};
+struct any_window_sink {
+  void start(const decoded_window&) noexcept {}
+  void rows(const pixel_rows&) noexcept {}
+};
+
+}  // namespace detail
+
+/// @brief A decoder that decodes only the window a plan names and hands the rows over in bands
+/// (`crema::image_window_decoder`): a `caffe_batcher` given one decodes only each record's crop
+/// and writes its rows while they are in the cache.
+template <class Decoder>
+concept window_decoder = requires(Decoder& decoder, std::span<const std::byte> bytes,
+                                  std::string_view key, detail::any_window_sink& sink) {
+  decoder.decode(bytes, key, detail::any_decode_plan{}, sink);
+};
+
 /// @brief The dimensions of the values a Datum holds: its channels, height and width, read from
 /// the encoded image's header when it is encoded (what Caffe's data layer reads off the first
 /// record to shape its batches).
@@ -80,8 +106,10 @@ template <class Decoder = no_image_decoder>
 /// @tparam MakeBatch `Batch(const batch_context&, record_shape)`: makes one batch per slot
 ///         (a `device_batch` on the consumer's device, say), with `record(i)` (a span of floats)
 ///         and `set_label(i, float)`
-/// @tparam Decoder   decodes encoded records (`crema::image_decoder`); `no_image_decoder`
-///         refuses them
+/// @tparam Decoder   decodes encoded records: `crema::image_window_decoder` (only the crop is
+///         decoded, and written row band by row band; order it BGR, as Caffe's images are), or
+///         `crema::image_decoder` (the whole image, then the transform); `no_image_decoder`
+///         refuses them. Both decoders give the same values.
 template <class MakeBatch, class Decoder = no_image_decoder>
 class caffe_batcher {
  public:
@@ -110,7 +138,11 @@ class caffe_batcher {
     const std::span<float> out = batch.record(context.index);
     sample_rng rng = context.rng();
     if (datum.encoded) {
-      put(decoder_.decode(datum.data, key), out, rng, key);
+      if constexpr (window_decoder<Decoder>) {
+        put_window(datum.data, out, rng, key);
+      } else {
+        put(decoder_.decode(datum.data, key), out, rng, key);
+      }
     } else if (datum.data.empty()) {  // pixels win over floats, as in Caffe
       floats_.resize(datum.float_count);
       datum.copy_floats(floats_);
@@ -131,16 +163,51 @@ class caffe_batcher {
  private:
   static std::size_t dim(std::int32_t value) noexcept { return static_cast<std::size_t>(value); }
 
-  template <class T>
-  void put(const image_view<T>& in, std::span<float> out, sample_rng& rng,
-           std::string_view key) const {
-    const record_shape comes_out = transform_.output_shape(in.channels, in.height, in.width);
+  // The record's output shape must be the batch's.
+  void check_shape(const record_shape& input, std::string_view key) const {
+    const record_shape comes_out =
+        transform_.output_shape(input.channels, input.height, input.width);
     if (comes_out != shape_) {
       detail::fail<format_error>(
           "record {}: {} x {} x {} comes out {} x {} x {}, but the batch holds {} x {} x {}", key,
-          in.channels, in.height, in.width, comes_out.channels, comes_out.height, comes_out.width,
-          shape_.channels, shape_.height, shape_.width);
+          input.channels, input.height, input.width, comes_out.channels, comes_out.height,
+          comes_out.width, shape_.channels, shape_.height, shape_.width);
     }
+  }
+
+  // The crop is drawn from the header's size before decoding; only its rows and columns are
+  // decoded, and each band of rows is transformed as it comes, while in the cache.
+  void put_window(std::span<const std::byte> bytes, std::span<float> out, sample_rng& rng,
+                  std::string_view key) {
+    record_shape input;
+    caffe_crop crop;
+    const auto plan_for = [&](const auto& info) {
+      input = {info.channels, info.height, info.width};
+      check_shape(input, key);
+      transform_.check_input(input, key);
+      crop = transform_.draw_crop(input, rng);
+      return decode_plan{{crop.top, crop.left, shape_.height, shape_.width}};
+    };
+    struct band_sink {
+      const caffe_transform& transform;
+      const record_shape& input;
+      const caffe_crop& crop;
+      std::span<float> out;
+      std::size_t width;
+      void start(const decoded_window&) noexcept {}
+      void rows(const pixel_rows& band) noexcept {
+        const image_view<std::uint8_t> rows{band.data, input.channels, band.count,    width,
+                                            1,         band.stride,    input.channels};
+        transform.write_rows(rows, band.first, crop, input, out);
+      }
+    } sink{transform_, input, crop, out, shape_.width};
+    decoder_.decode(bytes, key, plan_for, sink);
+  }
+
+  template <class T>
+  void put(const image_view<T>& in, std::span<float> out, sample_rng& rng,
+           std::string_view key) const {
+    check_shape({in.channels, in.height, in.width}, key);
     transform_(in, out, rng, key);
   }
 

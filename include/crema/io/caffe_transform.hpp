@@ -7,6 +7,7 @@
 #include <crema/pipeline/sample_context.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -81,6 +82,14 @@ struct caffe_transform_options {
   std::size_t stream_from_bytes = std::numeric_limits<std::size_t>::max();
 };
 
+/// @brief Where a record's output is cut from, and whether it is mirrored: the record's random
+/// choices (`caffe_transform::draw_crop`).
+struct caffe_crop {
+  std::size_t top = 0;   ///< the input row of the output's first row
+  std::size_t left = 0;  ///< the input column of the output's first column (before mirroring)
+  bool mirror = false;
+};
+
 /// @brief Caffe's `DataTransformer`: crop (random in training, the centre in testing), mirror,
 /// mean (an image or per-channel values) and scale, from 8-bit or float values in any layout
 /// into float values channel-first.
@@ -136,35 +145,124 @@ class caffe_transform {
   template <class T>
   void operator()(image_view<T> in, std::span<float> out, sample_rng& rng,
                   std::string_view key = {}) const {
+    const record_shape input{in.channels, in.height, in.width};
+    check_input(input, key);
+    check_output(input, out);
+    const caffe_crop crop = draw_crop(input, rng);
     const record_shape shape = output_shape(in.channels, in.height, in.width);
-    check(in, shape, out, key);
-    const bool mirror = options_.training && options_.mirror && rng.below(2) == 1;
-    std::size_t dy = 0;
-    std::size_t dx = 0;
+    image_view<T> rows = in;
+    rows.data += crop.top * in.row_stride + crop.left * in.column_stride;
+    rows.height = shape.height;
+    rows.width = shape.width;
+    write_rows(rows, 0, crop, input, out);
+  }
+
+  /// @brief Checks that records of `input`'s shape can be transformed: what `operator()`
+  /// checks first, for callers that decode only the crop and so never hold the whole record.
+  /// @throws crema::format_error naming `key`, as `operator()` does
+  void check_input(const record_shape& input, std::string_view key) const {
+    if (input.height < options_.crop_size || input.width < options_.crop_size) {
+      detail::fail<format_error>("record {}: {} x {} x {} is smaller than the crop {}", key,
+                                 input.channels, input.height, input.width, options_.crop_size);
+    }
+    if (options_.mean_file && input != mean_shape_) {
+      detail::fail<format_error>("record {}: {} x {} x {} is not the mean file's {} x {} x {}", key,
+                                 input.channels, input.height, input.width, mean_shape_.channels,
+                                 mean_shape_.height, mean_shape_.width);
+    }
+    const std::size_t values = options_.mean_values.size();
+    if (values > 1 && values != input.channels) {
+      detail::fail<format_error>("record {}: {} channels, but {} mean values were given", key,
+                                 input.channels, values);
+    }
+  }
+
+  /// @brief A record's random choices, drawn from its generator in `operator()`'s order: the
+  /// mirror (when asked for), then the crop's row and column (in training, when cropping). In
+  /// testing the crop is the centre and nothing is drawn.
+  /// @pre `check_input(input)` passed
+  [[nodiscard]] caffe_crop draw_crop(const record_shape& input, sample_rng& rng) const noexcept {
+    caffe_crop crop;
+    crop.mirror = options_.training && options_.mirror && rng.below(2) == 1;
+    const record_shape shape = output_shape(input.channels, input.height, input.width);
     if (options_.crop_size != 0) {
       if (options_.training) {
-        dy = static_cast<std::size_t>(rng.below(in.height - shape.height + 1));
-        dx = static_cast<std::size_t>(rng.below(in.width - shape.width + 1));
+        crop.top = static_cast<std::size_t>(rng.below(input.height - shape.height + 1));
+        crop.left = static_cast<std::size_t>(rng.below(input.width - shape.width + 1));
       } else {
-        dy = (in.height - shape.height) / 2;
-        dx = (in.width - shape.width) / 2;
+        crop.top = (input.height - shape.height) / 2;
+        crop.left = (input.width - shape.width) / 2;
       }
     }
+    return crop;
+  }
+
+  /// @brief Writes output rows [`first`, `first + rows.height`) of one record: what a decoder
+  /// that hands over a few rows at a time calls while they are in the cache. Value (c, i, w) of
+  /// `rows` is the input's (c, crop.top + first + i, crop.left + w); `rows.width` is the
+  /// output's width. The result is `operator()`'s, bit for bit, however the rows are split.
+  /// @param input the whole record's shape (`check_input` passed for it)
+  /// @param out   the whole record's output (`output_shape(input)` of it)
+  /// Thread-safe, never blocks, allocates nothing.
+  template <class T>
+  void write_rows(image_view<T> rows, std::size_t first, const caffe_crop& crop,
+                  const record_shape& input, std::span<float> out) const noexcept {
+    const record_shape shape = output_shape(input.channels, input.height, input.width);
     const float scale = options_.scale;
     const float* mean_image = options_.mean_file ? options_.mean_file->data.data() : nullptr;
+    const std::size_t mean_offset = (crop.top + first) * input.width + crop.left;
+    const std::size_t plane_size = shape.height * shape.width;
+    float* const first_row = out.data() + first * shape.width;
     const auto isa = detail::byte_rows().load(std::memory_order_relaxed);
     const bool stream = streams(out, shape.width);
-    for (std::size_t c = 0; c < shape.channels; ++c) {
+#if defined(CREMA_TRANSFORM_AVX2)
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+      if (rows.channels == 3 && rows.column_stride == 3 && rows.channel_stride == 1 &&
+          isa == detail::byte_row_isa::avx2) {
+        std::array<const float*, 3> means{};
+        std::array<float, 3> channel_means{};
+        std::array<float*, 3> planes{};
+        for (std::size_t c = 0; c < 3; ++c) {
+          channel_means[c] = mean_of_channel(c);
+          means[c] = mean_image != nullptr
+                         ? mean_image + c * input.height * input.width + mean_offset
+                         : &channel_means[c];
+          planes[c] = first_row + c * plane_size;
+        }
+        const auto run = [&]<bool PerPixelMean, bool Mirror>() {
+          if (stream) {
+            interleaved3_avx2<PerPixelMean, Mirror, true>(rows.data, rows.row_stride, means,
+                                                          input.width, planes, shape.width,
+                                                          rows.height, scale);
+          } else {
+            interleaved3_avx2<PerPixelMean, Mirror, false>(rows.data, rows.row_stride, means,
+                                                           input.width, planes, shape.width,
+                                                           rows.height, scale);
+          }
+        };
+        if (mean_image != nullptr) {
+          crop.mirror ? run.template operator()<true, true>()
+                      : run.template operator()<true, false>();
+        } else {
+          crop.mirror ? run.template operator()<false, true>()
+                      : run.template operator()<false, false>();
+        }
+        if (stream) _mm_sfence();
+        return;
+      }
+    }
+#endif
+    for (std::size_t c = 0; c < rows.channels; ++c) {
       const float channel_mean = mean_of_channel(c);
-      const T* from = in.data + c * in.channel_stride + dy * in.row_stride + dx * in.column_stride;
-      float* to = out.data() + c * shape.height * shape.width;
+      const T* from = rows.data + c * rows.channel_stride;
+      float* to = first_row + c * plane_size;
       if (mean_image != nullptr) {
-        plane<true>(from, in.row_stride, in.column_stride,
-                    mean_image + (c * in.height + dy) * in.width + dx, in.width, to, shape.width,
-                    shape.height, scale, mirror, stream, isa);
+        plane<true>(from, rows.row_stride, rows.column_stride,
+                    mean_image + c * input.height * input.width + mean_offset, input.width, to,
+                    shape.width, rows.height, scale, crop.mirror, stream, isa);
       } else {
-        plane<false>(from, in.row_stride, in.column_stride, &channel_mean, 0, to, shape.width,
-                     shape.height, scale, mirror, stream, isa);
+        plane<false>(from, rows.row_stride, rows.column_stride, &channel_mean, 0, to, shape.width,
+                     rows.height, scale, crop.mirror, stream, isa);
       }
     }
 #if defined(CREMA_TRANSFORM_AVX2)
@@ -370,29 +468,74 @@ class caffe_transform {
   }
 #endif
 
+#if defined(CREMA_TRANSFORM_AVX2)
+  // Rows of interleaved 3-channel bytes (what image decoders give) into three planes with AVX2:
+  // eight pixels a step, each channel's eight bytes gathered from 24 by two byte shuffles, then
+  // the arithmetic of the plain loop in its order (the same bits). `means[c]` is the mean image's
+  // first row of the crop for channel c (`mean_stride` apart), or the channel's mean. Nothing is
+  // read past a row's last pixel.
+  template <bool PerPixelMean, bool Mirror, bool Stream>
+  [[gnu::target("avx2")]] static void interleaved3_avx2(
+      const std::uint8_t* from, std::size_t from_stride, const std::array<const float*, 3>& means,
+      std::size_t mean_stride, const std::array<float*, 3>& planes, std::size_t width,
+      std::size_t height, float scale) noexcept {
+    // Byte 3p + c of 24 is pixel p's channel c: bytes 0-15 come from the first load, 16-23 from
+    // the second (which starts at byte 8); 0x80 zeroes a lane.
+    static constexpr auto masks = [] {
+      std::array<std::array<std::uint8_t, 16>, 6> lanes{};
+      for (std::size_t c = 0; c < 3; ++c) {
+        for (std::size_t p = 0; p < 16; ++p) {
+          const std::size_t byte = 3 * p + c;
+          lanes[c][p] = p < 8 && byte < 16 ? static_cast<std::uint8_t>(byte) : 0x80;
+          lanes[3 + c][p] = p < 8 && byte >= 16 ? static_cast<std::uint8_t>(byte - 8) : 0x80;
+        }
+      }
+      return lanes;
+    }();
+    __m128i shuffles[6];
+    for (std::size_t i = 0; i < 6; ++i) {
+      shuffles[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(masks[i].data()));
+    }
+    const __m256 scales = _mm256_set1_ps(scale);
+    const __m256i reversed = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    __m256 channel_means[3];
+    for (std::size_t c = 0; c < 3; ++c) channel_means[c] = _mm256_set1_ps(*means[c]);
+    // Stores go forward in both directions (a mirrored row reads its pixels from the right).
+    for (std::size_t h = 0; h < height; ++h, from += from_stride) {
+      std::size_t o = 0;  // output column
+      for (; o + 8 <= width; o += 8) {
+        const std::size_t w = Mirror ? width - o - 8 : o;  // the input's first of eight
+        const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 3 * w));
+        const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 3 * w + 8));
+        for (std::size_t c = 0; c < 3; ++c) {
+          const __m128i bytes = _mm_or_si128(_mm_shuffle_epi8(low, shuffles[c]),
+                                             _mm_shuffle_epi8(high, shuffles[3 + c]));
+          __m256 mean = channel_means[c];
+          if constexpr (PerPixelMean) mean = _mm256_loadu_ps(means[c] + h * mean_stride + w);
+          __m256 values = _mm256_mul_ps(
+              _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), mean), scales);
+          if constexpr (Mirror) values = _mm256_permutevar8x32_ps(values, reversed);
+          store8<Stream>(planes[c] + h * width + o, values);
+        }
+      }
+      for (; o < width; ++o) {
+        const std::size_t w = Mirror ? width - 1 - o : o;
+        for (std::size_t c = 0; c < 3; ++c) {
+          const float mean = PerPixelMean ? means[c][h * mean_stride + w] : *means[c];
+          planes[c][h * width + o] = (static_cast<float>(from[3 * w + c]) - mean) * scale;
+        }
+      }
+    }
+  }
+#endif
+
   float mean_of_channel(std::size_t c) const noexcept {
     if (options_.mean_values.empty()) return 0.0f;
     return options_.mean_values.size() == 1 ? options_.mean_values[0] : options_.mean_values[c];
   }
 
-  template <class T>
-  void check(const image_view<T>& in, const record_shape& shape, std::span<float> out,
-             std::string_view key) const {
-    if (in.height < shape.height || in.width < shape.width) {
-      detail::fail<format_error>("record {}: {} x {} x {} is smaller than the crop {}", key,
-                                 in.channels, in.height, in.width, options_.crop_size);
-    }
-    if (options_.mean_file && (in.channels != mean_shape_.channels ||
-                               in.height != mean_shape_.height || in.width != mean_shape_.width)) {
-      detail::fail<format_error>("record {}: {} x {} x {} is not the mean file's {} x {} x {}", key,
-                                 in.channels, in.height, in.width, mean_shape_.channels,
-                                 mean_shape_.height, mean_shape_.width);
-    }
-    const std::size_t values = options_.mean_values.size();
-    if (values > 1 && values != in.channels) {
-      detail::fail<format_error>("record {}: {} channels, but {} mean values were given", key,
-                                 in.channels, values);
-    }
+  void check_output(const record_shape& input, std::span<const float> out) const {
+    const record_shape shape = output_shape(input.channels, input.height, input.width);
     if (out.size() != shape.elements()) {
       detail::fail<length_error>("caffe_transform: {} x {} x {} values out, but room for {}",
                                  shape.channels, shape.height, shape.width, out.size());
