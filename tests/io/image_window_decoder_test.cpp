@@ -11,10 +11,13 @@
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -153,18 +156,23 @@ pixels decode_window(crema::image_window_decoder& decoder, const std::vector<std
 
 std::vector<crema::pixel_window> windows_of(std::size_t height, std::size_t width) {
   std::vector<crema::pixel_window> windows = {
-      {0, 0, height, width},          {0, 0, 1, 1},
-      {height - 1, width - 1, 1, 1},  {0, 0, height, 1},
-      {0, width - 1, height, 1},      {height / 2, 0, 1, width},
-      {7, 9, 50, 33},                 {16, 16, 32, 32},
-      {15, 17, 33, 31},               {height - 20, width - 30, 20, 30},
+      {0, 0, height, width},
+      {0, 0, 1, 1},
+      {height - 1, width - 1, 1, 1},
+      {0, 0, height, 1},
+      {0, width - 1, height, 1},
+      {height / 2, 0, 1, width},
+      {7, 9, 50, 33},
+      {16, 16, 32, 32},
+      {15, 17, 33, 31},
+      {height - 20, width - 30, 20, 30},
   };
   crema::sample_rng rng(42, 0, 0);
   for (int i = 0; i < 40; ++i) {
     const std::size_t rows = 1 + rng.below(height);
     const std::size_t columns = 1 + rng.below(width);
-    windows.push_back({rng.below(height - rows + 1), rng.below(width - columns + 1), rows,
-                       columns});
+    windows.push_back(
+        {rng.below(height - rows + 1), rng.below(width - columns + 1), rows, columns});
   }
   return windows;
 }
@@ -186,11 +194,62 @@ void check_every_window(const std::vector<std::byte>& bytes, const pixels& whole
   }
 }
 
+// The same pixels through libjpeg's own compressor, for what TurboJPEG 2.1 cannot write:
+// arithmetic coding, restart markers every `restart_rows` MCU rows (0: none).
+std::vector<std::byte> encode_with_libjpeg(const pixels& image, bool arithmetic,
+                                           unsigned restart_rows) {
+  jpeg_compress_struct info{};
+  jpeg_error_mgr errors{};
+  info.err = jpeg_std_error(&errors);  // a failure here exits: the test's own encoder
+  jpeg_create_compress(&info);
+  unsigned char* encoded = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &encoded, &size);
+  info.image_width = static_cast<JDIMENSION>(image.width);
+  info.image_height = static_cast<JDIMENSION>(image.height);
+  info.input_components = static_cast<int>(image.channels);
+  info.in_color_space = image.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, 90, TRUE);
+  info.arith_code = arithmetic ? TRUE : FALSE;
+  info.restart_in_rows = static_cast<int>(restart_rows);
+  jpeg_start_compress(&info, TRUE);
+  std::vector<std::uint8_t> row;
+  while (info.next_scanline < info.image_height) {
+    const std::size_t bytes = image.width * image.channels;
+    row.assign(
+        image.values.begin() + static_cast<std::ptrdiff_t>(info.next_scanline * bytes),
+        image.values.begin() + static_cast<std::ptrdiff_t>((info.next_scanline + 1) * bytes));
+    JSAMPROW pointer = row.data();
+    jpeg_write_scanlines(&info, &pointer, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), encoded, size);
+  std::free(encoded);
+  return out;
+}
+
+// Each of `windows` decoded alone is the whole decode cut to it.
+void check_windows(const std::vector<std::byte>& bytes, const pixels& whole,
+                   const std::vector<crema::pixel_window>& windows) {
+  crema::image_window_decoder decoder({.channels = whole.channels});
+  for (const crema::pixel_window& w : windows) {
+    CAPTURE(w.top);
+    CAPTURE(w.left);
+    CAPTURE(w.height);
+    CAPTURE(w.width);
+    CHECK(decode_window(decoder, bytes, {w, 0, 0}) == whole.cut(w.top, w.left, w.height, w.width));
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("image_window_decoder") {
-  TEST_CASE("a JPEG window is bit for bit the full decode cut to it, for every subsampling, "
-            "gray and progressive, at the edges and inside") {
+  TEST_CASE(
+      "a JPEG window is bit for bit the full decode cut to it, for every subsampling, "
+      "gray and progressive, at the edges and inside") {
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
       const pixels photo = decode_whole(read_test_file(name));
       for (const int subsampling :
@@ -206,6 +265,46 @@ TEST_SUITE("image_window_decoder") {
     }
   }
 
+  TEST_CASE(
+      "arithmetic-coded and restart-marked JPEGs, a 1 x 1 image and sides of 65,500 "
+      "pixels decode by window as they do whole") {
+    const pixels photo = decode_whole(read_test_file("coffee.jpg"));
+    for (const bool arithmetic : {true, false}) {
+      for (const unsigned restart_rows : {0U, 1U, 3U}) {
+        CAPTURE(arithmetic);
+        CAPTURE(restart_rows);
+        const auto bytes = encode_with_libjpeg(photo, arithmetic, restart_rows);
+        check_every_window(bytes, decode_whole(bytes));
+      }
+    }
+    const pixels dot = photo.cut(50, 60, 1, 1);
+    for (const int subsampling : {TJSAMP_420, TJSAMP_444, TJSAMP_GRAY}) {
+      const auto bytes = encode(dot, subsampling);
+      check_windows(bytes, decode_whole(bytes), {{0, 0, 1, 1}});
+    }
+    // JPEG's largest side, one pixel across, in both directions.
+    constexpr std::size_t side = 65500;
+    pixels line{3, 1, side, std::vector<std::uint8_t>(side * 3)};
+    for (std::size_t i = 0; i < line.values.size(); ++i) {
+      line.values[i] = photo.values[i % photo.values.size()];
+    }
+    const auto wide = encode(line, TJSAMP_420);
+    check_windows(wide, decode_whole(wide),
+                  {{0, 0, 1, side},
+                   {0, 0, 1, 1},
+                   {0, side - 1, 1, 1},
+                   {0, 32000, 1, 224},
+                   {0, side - 224, 1, 224}});
+    const pixels column{3, side, 1, line.values};
+    const auto tall = encode(column, TJSAMP_420);
+    check_windows(tall, decode_whole(tall),
+                  {{0, 0, side, 1},
+                   {0, 0, 1, 1},
+                   {side - 1, 0, 1, 1},
+                   {32000, 0, 224, 1},
+                   {side - 224, 0, 224, 1}});
+  }
+
   TEST_CASE("the committed photographs themselves decode by window as they do whole") {
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
       CAPTURE(name);
@@ -214,8 +313,9 @@ TEST_SUITE("image_window_decoder") {
     }
   }
 
-  TEST_CASE("gray JPEGs give one channel as stored and three when asked; CMYK is converted as "
-            "the whole-image decoder converts it") {
+  TEST_CASE(
+      "gray JPEGs give one channel as stored and three when asked; CMYK is converted as "
+      "the whole-image decoder converts it") {
     const pixels photo = decode_whole(read_test_file("coffee.jpg"));
     const auto gray = encode(photo, TJSAMP_GRAY);
     check_every_window(gray, decode_whole(gray, 0), 0);
@@ -234,8 +334,9 @@ TEST_SUITE("image_window_decoder") {
     check_every_window(png, photo);
   }
 
-  TEST_CASE("a window decoded smaller is the full image decoded at that scale, cut to the "
-            "region holding the window, and the box says where the window lies in it") {
+  TEST_CASE(
+      "a window decoded smaller is the full image decoded at that scale, cut to the "
+      "region holding the window, and the box says where the window lies in it") {
     const auto bytes = read_test_file("astronaut.jpg");  // 256 x 256
     crema::image_window_decoder decoder;
     struct expectation {
@@ -311,8 +412,9 @@ TEST_SUITE("image_window_decoder") {
     CHECK(accepted.next_row == 171);
   }
 
-  TEST_CASE("bytes that are no image, a corrupt header and a window outside the image are "
-            "errors naming the key") {
+  TEST_CASE(
+      "bytes that are no image, a corrupt header and a window outside the image are "
+      "errors naming the key") {
     crema::image_window_decoder decoder;
     collecting_sink sink;
     std::vector<std::byte> junk(100, std::byte{7});
