@@ -51,9 +51,8 @@ std::vector<std::uint8_t> pillow(const fs::path& image, const std::string& cases
                                  const fs::path& scratch) {
   const fs::path case_file = scratch / "cases.txt";
   std::ofstream(case_file) << cases;
-  const std::string command =
-      fmt::format("/usr/bin/python3 '{}' '{}' '{}'", CREMA_PILLOW_REFERENCE, image.string(),
-                  case_file.string());
+  const std::string command = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", CREMA_PILLOW_REFERENCE,
+                                          image.string(), case_file.string());
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::vector<std::uint8_t> out;
@@ -109,8 +108,9 @@ std::vector<crema::pixel_window> crop_windows(std::size_t height, std::size_t wi
 }  // namespace
 
 TEST_SUITE("image_transform") {
-  TEST_CASE("random resized crops equal Pillow's crop-then-resize bit for bit, from the same "
-            "pixels and from the JPEG, when decoded at full size") {
+  TEST_CASE(
+      "random resized crops equal Pillow's crop-then-resize bit for bit, from the same "
+      "pixels and from the JPEG, when decoded at full size") {
     if (skipped_without_pillow()) return;
     crema::test::scratch_directory scratch("transform-pillow");
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
@@ -118,11 +118,12 @@ TEST_SUITE("image_transform") {
       const auto png = as_png(jpeg);
       const fs::path png_path = scratch.path() / "photo.png";
       std::ofstream(png_path, std::ios::binary)
-          .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+          .write(reinterpret_cast<const char*>(png.data()),
+                 static_cast<std::streamsize>(png.size()));
       crema::image_decoder probe;
       const auto info = probe.info(jpeg, name);
-      for (const auto& size : {std::pair<std::size_t, std::size_t>{224, 224}, {64, 48},
-                               {17, 300}}) {
+      for (const auto& size :
+           {std::pair<std::size_t, std::size_t>{224, 224}, {64, 48}, {17, 300}}) {
         const std::size_t out_height = size.first;
         const std::size_t out_width = size.second;
         std::string cases;
@@ -136,13 +137,13 @@ TEST_SUITE("image_transform") {
           CAPTURE(out_height);
           CAPTURE(out_width);
           CAPTURE(from_jpeg);
-          const auto expected = pillow(from_jpeg ? test_data(name) : png_path, cases,
-                                       scratch.path());
+          const auto expected =
+              pillow(from_jpeg ? test_data(name) : png_path, cases, scratch.path());
           const std::size_t sample = out_height * out_width * 3;
           REQUIRE(expected.size() == sample * windows.size());
-          auto transform = uint8_transform(
-              {.geometry = crema::random_resized_crop{out_height, out_width},
-               .decode = {.dct_scaling = false}});
+          auto transform =
+              uint8_transform({.geometry = crema::random_resized_crop{out_height, out_width},
+                               .decode = {.dct_scaling = false}});
           std::vector<std::uint8_t> out(sample);
           for (std::size_t i = 0; i < windows.size(); ++i) {
             const auto& w = windows[i];
@@ -163,22 +164,22 @@ TEST_SUITE("image_transform") {
     }
   }
 
-  TEST_CASE("resize and centre crop equal Pillow's resize-then-crop within 1, decoding only the "
-            "window around the crop") {
+  TEST_CASE(
+      "resize and centre crop equal Pillow's resize-then-crop within 1, decoding only the "
+      "window around the crop") {
     if (skipped_without_pillow()) return;
     crema::test::scratch_directory scratch("transform-center");
     for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
       const auto jpeg = read_bytes(test_data(name));
-      for (const auto& sizes : {std::pair<std::size_t, std::size_t>{256, 224}, {160, 128},
-                                {100, 100}, {300, 224}}) {
+      for (const auto& sizes :
+           {std::pair<std::size_t, std::size_t>{256, 224}, {160, 128}, {100, 100}, {300, 224}}) {
         const std::size_t resize = sizes.first;
         const std::size_t crop = sizes.second;
         CAPTURE(name);
         CAPTURE(resize);
         CAPTURE(crop);
-        const auto expected =
-            pillow(test_data(name), fmt::format("center {} {} {}\n", resize, crop, crop),
-                   scratch.path());
+        const auto expected = pillow(
+            test_data(name), fmt::format("center {} {} {}\n", resize, crop, crop), scratch.path());
         auto transform = uint8_transform({.geometry = crema::resize_center_crop{resize, crop, crop},
                                           .decode = {.dct_scaling = false}});
         std::vector<std::uint8_t> out(crop * crop * 3);
@@ -196,8 +197,9 @@ TEST_SUITE("image_transform") {
   // photographs crops decoded at 1/2 and 1/4 differ from Pillow's by 1.2 to 3.8 levels on
   // average, 47 at most (edges); docs/datasets.md states this bound. dct_scaling = false gives
   // Pillow's values (the first test).
-  TEST_CASE("decoded smaller by the DCT, a crop stays within the stated bound of Pillow's "
-            "full-size result") {
+  TEST_CASE(
+      "decoded smaller by the DCT, a crop stays within the stated bound of Pillow's "
+      "full-size result") {
     if (skipped_without_pillow()) return;
     crema::test::scratch_directory scratch("transform-scaled");
     const auto jpeg = read_bytes(test_data("astronaut.jpg"));
@@ -206,11 +208,12 @@ TEST_SUITE("image_transform") {
     for (const std::size_t out_size : {64, 56, 100}) {
       std::string cases;
       for (const auto& w : windows) {
-        cases += fmt::format("crop {} {} {} {} {} {}\n", w.top, w.left, w.height, w.width,
-                             out_size, out_size);
+        cases += fmt::format("crop {} {} {} {} {} {}\n", w.top, w.left, w.height, w.width, out_size,
+                             out_size);
       }
       const auto expected = pillow(test_data("astronaut.jpg"), cases, scratch.path());
-      auto transform = uint8_transform({.geometry = crema::random_resized_crop{out_size, out_size}});
+      auto transform =
+          uint8_transform({.geometry = crema::random_resized_crop{out_size, out_size}});
       const std::size_t sample = out_size * out_size * 3;
       std::vector<std::uint8_t> out(sample);
       for (std::size_t i = 0; i < windows.size(); ++i) {
@@ -218,20 +221,23 @@ TEST_SUITE("image_transform") {
         CAPTURE(out_size);
         CAPTURE(w.height);
         transform.apply(jpeg,
-                        {w, {double(w.top), double(w.left), double(w.height), double(w.width)},
-                         out_size, out_size},
+                        {w,
+                         {double(w.top), double(w.left), double(w.height), double(w.width)},
+                         out_size,
+                         out_size},
                         false, std::span(out), "astronaut.jpg");
         const difference d = compare(out, expected.data() + i * sample);
-        MESSAGE(fmt::format("{} x {} to {}: largest difference {}, mean {:.2f}", w.height,
-                            w.width, out_size, d.largest, d.mean));
+        MESSAGE(fmt::format("{} x {} to {}: largest difference {}, mean {:.2f}", w.height, w.width,
+                            out_size, d.largest, d.mean));
         CHECK(d.mean < 4.5);
         CHECK(d.largest <= 64);
       }
     }
   }
 
-  TEST_CASE("a random resized crop lies inside the image, within the scale and ratio ranges, "
-            "the same for the same key, and falls back to the centre when no try fits") {
+  TEST_CASE(
+      "a random resized crop lies inside the image, within the scale and ratio ranges, "
+      "the same for the same key, and falls back to the centre when no try fits") {
     const crema::random_resized_crop crop{};
     std::size_t differ = 0;
     crema::pixel_window previous{};
@@ -264,8 +270,9 @@ TEST_SUITE("image_transform") {
     CHECK(fallback == crema::pixel_window{0, 493, 10, 13});  // round(10 * 4/3) = 13, centred
   }
 
-  TEST_CASE("flips mirror the columns, and float outputs are ToTensor then Normalize of the "
-            "8-bit values, channel-first or interleaved") {
+  TEST_CASE(
+      "flips mirror the columns, and float outputs are ToTensor then Normalize of the "
+      "8-bit values, channel-first or interleaved") {
     const auto jpeg = read_bytes(test_data("coffee.jpg"));
     const crema::image_geometry geometry{{10, 20, 120, 160}, {10, 20, 120, 160}, 30, 40};
     auto plain = uint8_transform({.geometry = crema::random_resized_crop{30, 40}});
@@ -275,9 +282,8 @@ TEST_SUITE("image_transform") {
     plain.apply(jpeg, geometry, true, std::span(flipped), "coffee.jpg");
     const std::array<float, 3> mean = {0.485F, 0.456F, 0.406F};
     const std::array<float, 3> std = {0.229F, 0.224F, 0.225F};
-    crema::image_transform chw({.geometry = crema::random_resized_crop{30, 40},
-                                .mean = mean,
-                                .std = std});
+    crema::image_transform chw(
+        {.geometry = crema::random_resized_crop{30, 40}, .mean = mean, .std = std});
     std::vector<float> planes(values.size());
     chw.apply(jpeg, geometry, true, std::span(planes), "coffee.jpg");
     crema::image_transform hwc({.geometry = crema::random_resized_crop{30, 40},
@@ -306,13 +312,133 @@ TEST_SUITE("image_transform") {
                          crema::length_error);
   }
 
+  TEST_CASE(
+      "colour jitter is torchvision's brightness, contrast and saturation, in the drawn "
+      "order, on the resampled values; without it nothing is drawn") {
+    const auto jpeg = read_bytes(test_data("coffee.jpg"));
+    const crema::image_geometry geometry{{10, 20, 120, 160}, {10, 20, 120, 160}, 30, 40};
+    constexpr std::size_t pixels = 30 * 40;
+    auto plain = uint8_transform({.geometry = crema::random_resized_crop{30, 40}});
+    std::vector<std::uint8_t> values(pixels * 3);
+    plain.apply(jpeg, geometry, true, std::span(values), "coffee.jpg");
+    // torchvision's formulas, written out here: channel-first values in [0, 1], RGB.
+    const auto jittered = [&](const crema::color_jitter_draw& draw) {
+      std::vector<float> x(pixels * 3);
+      for (std::size_t i = 0; i < pixels; ++i) {
+        for (std::size_t c = 0; c < 3; ++c) x[c * pixels + i] = float(values[i * 3 + c]) / 255.0F;
+      }
+      const auto gray = [&](std::size_t i) {
+        return 0.2989F * x[i] + 0.587F * x[pixels + i] + 0.114F * x[2 * pixels + i];
+      };
+      for (const auto property : draw.order) {
+        if (property == crema::color_jitter_draw::property::brightness) {
+          for (float& v : x) v = std::clamp(v * draw.brightness, 0.0F, 1.0F);
+        } else if (property == crema::color_jitter_draw::property::contrast) {
+          double sum = 0;
+          for (std::size_t i = 0; i < pixels; ++i) sum += gray(i);
+          const auto mean = static_cast<float>(sum / pixels);
+          for (float& v : x) {
+            v = std::clamp(draw.contrast * v + (1 - draw.contrast) * mean, 0.0F, 1.0F);
+          }
+        } else {
+          for (std::size_t i = 0; i < pixels; ++i) {
+            const float g = gray(i);
+            for (std::size_t c = 0; c < 3; ++c) {
+              float& v = x[c * pixels + i];
+              v = std::clamp(draw.saturation * v + (1 - draw.saturation) * g, 0.0F, 1.0F);
+            }
+          }
+        }
+      }
+      return x;
+    };
+    const crema::color_jitter jitter{.brightness = 0.4F, .contrast = 0.4F, .saturation = 0.4F};
+    crema::image_transform jittering(
+        {.geometry = crema::random_resized_crop{30, 40}, .jitter = jitter});
+    using property = crema::color_jitter_draw::property;
+    std::vector<crema::color_jitter_draw> draws = {
+        {{property::brightness, property::contrast, property::saturation}, 1.3F, 0.7F, 1.0F},
+        {{property::saturation, property::contrast, property::brightness}, 0.6F, 1.4F, 0.2F},
+        {{property::contrast, property::brightness, property::saturation}, 1.0F, 0.0F, 1.4F}};
+    for (std::uint64_t position = 0; position < 5; ++position) {
+      crema::sample_rng rng(3, 1, position);
+      draws.push_back(crema::draw_color_jitter(jitter, rng));
+    }
+    for (const auto& draw : draws) {
+      CAPTURE(draw.brightness);
+      CAPTURE(draw.contrast);
+      CAPTURE(draw.saturation);
+      std::vector<float> out(pixels * 3);
+      jittering.apply(jpeg, geometry, true, std::span(out), "coffee.jpg", draw);
+      const auto expected = jittered(draw);
+      float largest = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        largest = std::max(largest, std::abs(out[i] - expected[i]));
+      }
+      CHECK(largest < 1e-6F);
+      // 8-bit outputs are the values rounded back.
+      auto bytes =
+          uint8_transform({.geometry = crema::random_resized_crop{30, 40}, .jitter = jitter});
+      std::vector<std::uint8_t> rounded(pixels * 3);
+      bytes.apply(jpeg, geometry, true, std::span(rounded), "coffee.jpg", draw);
+      bool all = true;
+      for (std::size_t i = 0; i < pixels; ++i) {
+        for (std::size_t c = 0; c < 3; ++c) {
+          all = all && rounded[i * 3 + c] == std::lround(out[c * pixels + i] * 255.0F);
+        }
+      }
+      CHECK(all);
+    }
+    // A jittering transform draws the window, the flip, then the jitter, from the sample's own
+    // generator; without jitter it draws what it drew before.
+    crema::image_transform_options options{
+        .geometry = crema::random_resized_crop{30, 40}, .mirror = true, .jitter = jitter};
+    crema::image_transform drawing(options);
+    const crema::sample_rng rng(9, 2, 17);
+    std::vector<float> drawn(pixels * 3);
+    auto draws_from = rng;
+    drawing(jpeg, std::span(drawn), draws_from, "coffee.jpg");
+    auto replay = rng;
+    const crema::image_geometry window = drawing.geometry(171, 253, replay);
+    const bool flip = replay.bernoulli(0.5);
+    const crema::color_jitter_draw draw = crema::draw_color_jitter(jitter, replay);
+    std::vector<float> replayed(pixels * 3);
+    drawing.apply(jpeg, window, flip, std::span(replayed), "coffee.jpg", draw);
+    CHECK(drawn == replayed);
+    options.jitter = {};
+    crema::image_transform still(options);
+    std::vector<float> unjittered(pixels * 3);
+    still(jpeg, std::span(unjittered), rng, "coffee.jpg");
+    still.apply(jpeg, window, flip, std::span(replayed), "coffee.jpg");
+    CHECK(unjittered == replayed);
+    CHECK(unjittered != drawn);
+  }
+
+  TEST_CASE("jitter draws every order, and factors within [max(0, 1 - x), 1 + x], 1 where x is 0") {
+    const crema::color_jitter jitter{.brightness = 0.5F, .contrast = 2.0F, .saturation = 0.0F};
+    std::vector<std::array<crema::color_jitter_draw::property, 3>> orders;
+    bool within = true;
+    for (std::uint64_t position = 0; position < 300; ++position) {
+      crema::sample_rng rng(1, 0, position);
+      const auto draw = crema::draw_color_jitter(jitter, rng);
+      within = within && draw.brightness >= 0.5F && draw.brightness <= 1.5F &&
+               draw.contrast >= 0.0F && draw.contrast <= 3.0F && draw.saturation == 1.0F;
+      if (std::find(orders.begin(), orders.end(), draw.order) == orders.end()) {
+        orders.push_back(draw.order);
+      }
+    }
+    CHECK(within);
+    CHECK(orders.size() == 6);
+    CHECK_FALSE(crema::color_jitter{}.enabled());
+  }
+
   TEST_CASE("options that cannot work are config_errors saying why") {
     CHECK_THROWS_WITH_AS(crema::image_transform({.geometry = crema::random_resized_crop{0, 224}}),
                          "image_transform: random_resized_crop of 0 x 224 is empty",
                          crema::config_error);
     CHECK_THROWS_AS(
-        crema::image_transform({.geometry = crema::random_resized_crop{.scale_low = 0.5,
-                                                                        .scale_high = 0.1}}),
+        crema::image_transform(
+            {.geometry = crema::random_resized_crop{.scale_low = 0.5, .scale_high = 0.1}}),
         crema::config_error);
     CHECK_THROWS_WITH_AS(
         crema::image_transform({.geometry = crema::resize_center_crop{200, 224, 224}}),
@@ -322,6 +448,10 @@ TEST_SUITE("image_transform") {
     CHECK_THROWS_WITH_AS(crema::image_transform({.std = {1.0F, 0.0F, 1.0F}}),
                          "image_transform: std of channel 1 is 0", crema::config_error);
     CHECK_THROWS_AS(crema::image_transform({.decode = {.channels = 0}}), crema::config_error);
+    CHECK_THROWS_WITH_AS(crema::image_transform({.jitter = {.contrast = -0.1F}}),
+                         "image_transform: colour jitter of brightness 0, contrast -0.1, "
+                         "saturation 0: each must be 0 or more",
+                         crema::config_error);
   }
 }
 
@@ -367,7 +497,8 @@ TEST_SUITE("image_batcher") {
                                 .mean = {0.5F, 0.5F, 0.5F},
                                 .std = {0.25F, 0.25F, 0.25F}}),
         crema::make_host_batch<float>{});
-    crema::double_buffered_pipeline pipe{std::move(source), std::move(batcher),
+    crema::double_buffered_pipeline pipe{std::move(source),
+                                         std::move(batcher),
                                          {.batch_size = 5,
                                           .producers = producers,
                                           .threads = threads,
@@ -387,8 +518,9 @@ TEST_SUITE("image_batcher") {
     return batches;
   }
 
-  TEST_CASE("a folder pipeline gives the same batches, bytes and labels, for any producer and "
-            "thread count, and every image once with its class") {
+  TEST_CASE(
+      "a folder pipeline gives the same batches, bytes and labels, for any producer and "
+      "thread count, and every image once with its class") {
     crema::test::watchdog guard(120s, "image batcher");
     crema::test::scratch_directory scratch("batcher-folder");
     make_folder(scratch.path(), 8);
@@ -410,11 +542,13 @@ TEST_SUITE("image_batcher") {
     make_folder(scratch.path(), 2);
     std::ofstream(scratch.path() / "class1/broken.jpg") << "not a jpeg at all";
     crema::image_folder_source source(scratch.path());
-    crema::image_batcher batcher(crema::image_transform({.geometry = crema::random_resized_crop{8, 8}}),
-                                 crema::make_host_batch<float>{});
-    crema::double_buffered_pipeline pipe{std::move(source), std::move(batcher),
-                                         {.batch_size = 2, .producers = 2, .threads = 2,
-                                          .mode = crema::pipeline_mode::single_pass}};
+    crema::image_batcher batcher(
+        crema::image_transform({.geometry = crema::random_resized_crop{8, 8}}),
+        crema::make_host_batch<float>{});
+    crema::double_buffered_pipeline pipe{
+        std::move(source),
+        std::move(batcher),
+        {.batch_size = 2, .producers = 2, .threads = 2, .mode = crema::pipeline_mode::single_pass}};
     CHECK_THROWS_WITH_AS(
         [&] {
           for (auto batch : pipe.consumer(0)) (void)batch;
@@ -422,4 +556,3 @@ TEST_SUITE("image_batcher") {
         doctest::Contains("class1/broken.jpg"), crema::error);
   }
 }
-

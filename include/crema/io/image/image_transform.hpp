@@ -20,12 +20,14 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 /// @file
 /// ImageNet-style input: torchvision's RandomResizedCrop (training) and Resize + CenterCrop
-/// (evaluation), a random horizontal flip, and ToTensor + Normalize (or 8-bit values for engines
-/// that normalise on the GPU), planned before decoding so that only the window is decoded, and
-/// resampled from the decoder's row bands while they are in the cache. Component `crema::image`.
+/// (evaluation), a random horizontal flip, colour jitter, and ToTensor + Normalize (or 8-bit values
+/// for engines that normalise on the GPU), planned before decoding so that only the window is
+/// decoded, and resampled from the decoder's row bands while they are in the cache. Component
+/// `crema::image`.
 
 namespace crema {
 
@@ -34,9 +36,9 @@ namespace crema {
 struct random_resized_crop {
   std::size_t height = 224;
   std::size_t width = 224;
-  double scale_low = 0.08;  ///< the window's share of the image's area, at least
-  double scale_high = 1.0;  ///< and at most
-  double ratio_low = 3.0 / 4.0;  ///< the window's width / height, at least (drawn log-uniform)
+  double scale_low = 0.08;        ///< the window's share of the image's area, at least
+  double scale_high = 1.0;        ///< and at most
+  double ratio_low = 3.0 / 4.0;   ///< the window's width / height, at least (drawn log-uniform)
   double ratio_high = 4.0 / 3.0;  ///< and at most
 };
 
@@ -49,6 +51,98 @@ struct resize_center_crop {
   std::size_t crop_width = 224;
 };
 
+/// @brief torchvision's ColorJitter less hue: brightness, contrast and saturation factors, each
+/// drawn uniformly from [max(0, 1 - x), 1 + x] (x = 0 leaves that property alone), applied in a
+/// random order to the resampled image as values in [0, 1], before it is normalised.
+struct color_jitter {
+  float brightness = 0;
+  float contrast = 0;
+  float saturation = 0;
+
+  /// @return whether any property is jittered (none: nothing is drawn, nothing computed)
+  [[nodiscard]] constexpr bool enabled() const noexcept {
+    return brightness > 0 || contrast > 0 || saturation > 0;
+  }
+};
+
+/// @brief One sample's jitter: the factors drawn and the order they are applied in.
+struct color_jitter_draw {
+  enum class property : std::uint8_t { brightness, contrast, saturation };
+  std::array<property, 3> order = {property::brightness, property::contrast, property::saturation};
+  float brightness = 1;
+  float contrast = 1;
+  float saturation = 1;
+};
+
+/// @brief Draws a sample's jitter from `rng`: the order (a random permutation, as torchvision's
+/// `randperm`), then the factors of brightness, contrast and saturation, each only where it is
+/// jittered.
+[[nodiscard]] inline color_jitter_draw draw_color_jitter(const color_jitter& jitter,
+                                                         sample_rng& rng) {
+  color_jitter_draw draw;
+  for (std::size_t i = draw.order.size() - 1; i > 0; --i) {
+    std::swap(draw.order[i], draw.order[rng.below(i + 1)]);
+  }
+  const auto factor = [&rng](float spread) {
+    const double low = std::max(0.0, 1.0 - static_cast<double>(spread));
+    return static_cast<float>(rng.uniform(low, 1.0 + static_cast<double>(spread)));
+  };
+  if (jitter.brightness > 0) draw.brightness = factor(jitter.brightness);
+  if (jitter.contrast > 0) draw.contrast = factor(jitter.contrast);
+  if (jitter.saturation > 0) draw.saturation = factor(jitter.saturation);
+  return draw;
+}
+
+/// @brief Applies a drawn jitter to an image of values in [0, 1], channel-first (`channels` x
+/// `pixels`), in place, with torchvision's formulas: brightness scales the values; contrast
+/// blends them with the mean of the image's gray; saturation blends each pixel with its gray;
+/// each result is clamped to [0, 1]. Gray is ITU-R 601-2 luma (0.2989 R + 0.587 G + 0.114 B;
+/// channel 0 is blue where `order` is BGR); one channel is its own gray, and its saturation
+/// stays as it is.
+inline void apply_color_jitter(const color_jitter_draw& draw, std::span<float> values,
+                               std::size_t channels, channel_order order) noexcept {
+  const std::size_t pixels = channels == 0 ? 0 : values.size() / channels;
+  const bool bgr = order == channel_order::bgr;
+  const float red_weight = 0.2989F;
+  const float blue_weight = 0.114F;
+  const auto gray = [&](std::size_t i) {
+    if (channels == 1) return values[i];
+    const float red = values[(bgr ? 2 : 0) * pixels + i];
+    const float blue = values[(bgr ? 0 : 2) * pixels + i];
+    return red_weight * red + 0.587F * values[pixels + i] + blue_weight * blue;
+  };
+  const auto blend = [](float value, float with, float factor) {
+    return std::clamp(factor * value + (1.0F - factor) * with, 0.0F, 1.0F);
+  };
+  for (const color_jitter_draw::property property : draw.order) {
+    switch (property) {
+      case color_jitter_draw::property::brightness:
+        if (draw.brightness == 1) break;
+        for (float& value : values) value = std::clamp(value * draw.brightness, 0.0F, 1.0F);
+        break;
+      case color_jitter_draw::property::contrast: {
+        if (draw.contrast == 1) break;
+        double sum = 0;
+        for (std::size_t i = 0; i < pixels; ++i) sum += gray(i);
+        const auto mean =
+            static_cast<float>(sum / static_cast<double>(std::max<std::size_t>(pixels, 1)));
+        for (float& value : values) value = blend(value, mean, draw.contrast);
+        break;
+      }
+      case color_jitter_draw::property::saturation:
+        if (draw.saturation == 1 || channels == 1) break;
+        for (std::size_t i = 0; i < pixels; ++i) {
+          const float luma = gray(i);
+          for (std::size_t c = 0; c < channels; ++c) {
+            float& value = values[c * pixels + i];
+            value = blend(value, luma, draw.saturation);
+          }
+        }
+        break;
+    }
+  }
+}
+
 /// @brief Where the values of one channel go: channel-first (C x H x W, what PyTorch takes) or
 /// interleaved (H x W x C).
 enum class pixel_layout { chw, hwc };
@@ -58,6 +152,8 @@ struct image_transform_options {
   std::variant<random_resized_crop, resize_center_crop> geometry = random_resized_crop{};
   /// Flip horizontally with probability 1/2.
   bool mirror = false;
+  /// Brightness, contrast and saturation jitter (none by default), after the resize and flip.
+  color_jitter jitter = {};
   pixel_layout layout = pixel_layout::chw;
   /// Float outputs are ((value / 255) - mean) / std per channel, computed in float as
   /// torchvision's ToTensor and Normalize compute them; 8-bit outputs are the values.
@@ -155,9 +251,10 @@ class image_transform {
     } else {
       const auto& eval = std::get<resize_center_crop>(options_.geometry);
       if (eval.crop_height == 0 || eval.crop_width == 0 || eval.resize == 0) {
-        detail::fail<config_error>("image_transform: resize {} and centre crop {} x {} must not "
-                                   "be 0",
-                                   eval.resize, eval.crop_height, eval.crop_width);
+        detail::fail<config_error>(
+            "image_transform: resize {} and centre crop {} x {} must not "
+            "be 0",
+            eval.resize, eval.crop_height, eval.crop_width);
       }
       if (eval.crop_height > eval.resize || eval.crop_width > eval.resize) {
         detail::fail<config_error>(
@@ -166,14 +263,22 @@ class image_transform {
             eval.crop_height, eval.crop_width, eval.resize);
       }
     }
+    const color_jitter& jitter = options_.jitter;
+    for (const float spread : {jitter.brightness, jitter.contrast, jitter.saturation}) {
+      if (!(spread >= 0.0F && spread <= 1e6F)) {
+        detail::fail<config_error>(
+            "image_transform: colour jitter of brightness {}, contrast {}, saturation {}: each "
+            "must be 0 or more",
+            jitter.brightness, jitter.contrast, jitter.saturation);
+      }
+    }
     for (std::size_t c = 0; c < 3; ++c) {
       if (!(options_.std[c] != 0.0F)) {
-        detail::fail<config_error>("image_transform: std of channel {} is {}", c,
-                                   options_.std[c]);
+        detail::fail<config_error>("image_transform: std of channel {} is {}", c, options_.std[c]);
       }
       for (std::size_t value = 0; value < 256; ++value) {
         float x = static_cast<float>(value) / 255.0F;  // ToTensor
-        x = (x - options_.mean[c]) / options_.std[c];   // Normalize
+        x = (x - options_.mean[c]) / options_.std[c];  // Normalize
         normalized_[c][value] = x;
       }
     }
@@ -214,27 +319,33 @@ class image_transform {
 
   /// @brief Decodes `bytes` (JPEG or PNG) and writes the transformed sample into `out`
   /// (`shape().elements()` values of T: float, normalised; or std::uint8_t).
-  /// @throws crema::format_error naming `key` for an image that does not decode; crema::length_error
+  /// @throws crema::format_error naming `key` for an image that does not decode;
+  /// crema::length_error
   ///         if `out` does not hold one sample
   template <class T>
   void operator()(std::span<const std::byte> bytes, std::span<T> out, sample_rng rng,
                   std::string_view key) {
-    run(bytes, out, key, [&](const image_info& info, image_geometry& chosen, bool& flip) {
-      chosen = geometry(info.height, info.width, rng);
-      flip = options_.mirror && rng.bernoulli(0.5);
-    });
+    run(bytes, out, key,
+        [&](const image_info& info, image_geometry& chosen, bool& flip, color_jitter_draw& jitter) {
+          chosen = geometry(info.height, info.width, rng);
+          flip = options_.mirror && rng.bernoulli(0.5);
+          if (options_.jitter.enabled()) jitter = draw_color_jitter(options_.jitter, rng);
+        });
   }
 
-  /// @brief As above, with the geometry and the flip given instead of drawn (the window must lie
-  /// inside the image): for checking against other libraries, and for decoders elsewhere that
-  /// must give a sample the window it would get here.
+  /// @brief As above, with the geometry, the flip and the jitter given instead of drawn (the
+  /// window must lie inside the image): for checking against other libraries, and for decoders
+  /// elsewhere that must give a sample what it would get here. The jitter is applied only where
+  /// the options ask for it.
   template <class T>
   void apply(std::span<const std::byte> bytes, const image_geometry& geometry, bool flip,
-             std::span<T> out, std::string_view key) {
-    run(bytes, out, key, [&](const image_info&, image_geometry& chosen, bool& flipped) {
-      chosen = geometry;
-      flipped = flip;
-    });
+             std::span<T> out, std::string_view key, const color_jitter_draw& jitter = {}) {
+    run(bytes, out, key,
+        [&](const image_info&, image_geometry& chosen, bool& flipped, color_jitter_draw& drawn) {
+          chosen = geometry;
+          flipped = flip;
+          drawn = jitter;
+        });
   }
 
   [[nodiscard]] const image_transform_options& options() const noexcept { return options_; }
@@ -270,13 +381,18 @@ class image_transform {
     }
     image_geometry chosen;
     bool flip = false;
+    color_jitter_draw jitter;
     const auto plan_for = [&](const image_info& info) {
-      choose(info, chosen, flip);
+      choose(info, chosen, flip, jitter);
       return plan_of(chosen);
     };
     resampling_sink sink{resampler_, chosen, flip};
     decoder_.decode(bytes, key, plan_for, sink);
-    write(out, chosen);
+    if (options_.jitter.enabled()) {
+      write_jittered(out, chosen, jitter);
+    } else {
+      write(out, chosen);
+    }
   }
 
   [[nodiscard]] decode_plan plan_of(const image_geometry& chosen) const noexcept {
@@ -299,16 +415,18 @@ class image_transform {
     std::size_t new_width = 0;
     if (width <= height) {
       new_width = eval.resize;
-      new_height = static_cast<std::size_t>(static_cast<double>(eval.resize) *
-                                            static_cast<double>(height) / static_cast<double>(width));
+      new_height =
+          static_cast<std::size_t>(static_cast<double>(eval.resize) * static_cast<double>(height) /
+                                   static_cast<double>(width));
     } else {
       new_height = eval.resize;
-      new_width = static_cast<std::size_t>(static_cast<double>(eval.resize) *
-                                           static_cast<double>(width) / static_cast<double>(height));
+      new_width =
+          static_cast<std::size_t>(static_cast<double>(eval.resize) * static_cast<double>(width) /
+                                   static_cast<double>(height));
     }
     const auto crop_start = [](std::size_t size, std::size_t crop) {
-      return static_cast<double>(detail::round_half_even(
-          (static_cast<double>(size) - static_cast<double>(crop)) / 2.0));
+      return static_cast<double>(
+          detail::round_half_even((static_cast<double>(size) - static_cast<double>(crop)) / 2.0));
     };
     const double scale_y = static_cast<double>(height) / static_cast<double>(new_height);
     const double scale_x = static_cast<double>(width) / static_cast<double>(new_width);
@@ -359,10 +477,44 @@ class image_transform {
     });
   }
 
+  // With jitter the whole image is needed first (contrast takes its mean): the rows are
+  // gathered as values in [0, 1], jittered, then written; 8-bit outputs are rounded back.
+  template <class T>
+  void write_jittered(std::span<T> out, const image_geometry& chosen,
+                      const color_jitter_draw& jitter) {
+    const std::size_t channels = options_.decode.channels;
+    const std::size_t height = chosen.out_height;
+    const std::size_t width = chosen.out_width;
+    const std::size_t pixels = height * width;
+    jittered_.resize(channels * pixels);
+    resampler_.finish([&](std::size_t row, const std::uint8_t* values) {
+      for (std::size_t c = 0; c < channels; ++c) {
+        float* to = jittered_.data() + c * pixels + row * width;
+        for (std::size_t x = 0; x < width; ++x) {
+          to[x] = static_cast<float>(values[c * width + x]) / 255.0F;
+        }
+      }
+    });
+    apply_color_jitter(jitter, jittered_, channels, options_.decode.order);
+    const bool chw = options_.layout == pixel_layout::chw;
+    for (std::size_t c = 0; c < channels; ++c) {
+      for (std::size_t i = 0; i < pixels; ++i) {
+        const float x = jittered_[c * pixels + i];
+        T& to = chw ? out[c * pixels + i] : out[i * channels + c];
+        if constexpr (std::is_same_v<T, float>) {
+          to = (x - options_.mean[c]) / options_.std[c];
+        } else {
+          to = static_cast<std::uint8_t>(std::lround(x * 255.0F));
+        }
+      }
+    }
+  }
+
   image_transform_options options_;
   image_window_decoder decoder_;
   band_resampler resampler_;
   std::array<std::array<float, 256>, 3> normalized_{};
+  std::vector<float> jittered_;  // the jittered image, reused
 };
 
 /// @brief A batch transform for the pipeline over image files (`image_folder_source`,
@@ -376,8 +528,7 @@ class image_batcher {
  public:
   using batch_type = std::invoke_result_t<const MakeBatch&, const batch_context&, record_shape>;
 
-  image_batcher(image_transform transform, MakeBatch make,
-                image_file_reader_options reading = {})
+  image_batcher(image_transform transform, MakeBatch make, image_file_reader_options reading = {})
       : transform_(std::move(transform)), make_(std::move(make)), reader_(reading) {}
 
   /// @return one sample's shape in a batch
