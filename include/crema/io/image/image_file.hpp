@@ -36,10 +36,15 @@ struct image_file {
   [[nodiscard]] std::string path() const {
     std::string joined;
     joined.reserve(root.size() + 1 + relative.size());
-    joined.append(root);
-    if (!joined.empty() && joined.back() != '/') joined.push_back('/');
-    joined.append(relative);
+    append_path(joined);
     return joined;
+  }
+  /// @brief Appends root/relative to `out` (which allocates only if it must grow).
+  void append_path(std::string& out) const {
+    const std::size_t start = out.size();
+    out.append(root);
+    if (out.size() > start && out.back() != '/') out.push_back('/');
+    out.append(relative);
   }
   /// @return the path, and for a listed file where it was listed ("... (line 7 of train.txt)")
   [[nodiscard]] std::string describe() const {
@@ -78,7 +83,9 @@ class image_file_reader {
   /// @throws crema::io_error naming the file (and the list line it came from) if it does not
   ///         exist, is not a regular file, cannot be read, is empty, or is over `max_bytes`
   std::span<const std::byte> read(const image_file& file) {
-    return read_path(file.path(), file, "image file");
+    path_.clear();  // its capacity is kept: no allocation once it has grown
+    file.append_path(path_);
+    return read_path(path_, file, "image file");
   }
 
   /// @brief Reads a file given by its path.
@@ -122,8 +129,8 @@ class image_file_reader {
     const auto size = static_cast<std::size_t>(status.st_size);
     if (size == 0) detail::fail_with_code<io_error>(0, "{} {}: is empty", what, name());
     if (size > options_.max_bytes) {
-      detail::fail_with_code<io_error>(0, "{} {}: {} bytes is over the limit of {}",
-                                       what, name(), size, options_.max_bytes);
+      detail::fail_with_code<io_error>(0, "{} {}: {} bytes is over the limit of {}", what, name(),
+                                       size, options_.max_bytes);
     }
     if (size > capacity_) {
       buffer_ = std::make_unique_for_overwrite<std::byte[]>(size);
@@ -146,6 +153,7 @@ class image_file_reader {
   }
 
   image_file_reader_options options_{};
+  std::string path_;  // the file being read, reused
   std::unique_ptr<std::byte[]> buffer_;
   std::size_t capacity_ = 0;
 };
