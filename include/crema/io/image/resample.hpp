@@ -64,8 +64,8 @@ enum class resample_isa { plain, avx2 };
 struct resample_axis {
   static constexpr int precision_bits = 32 - 8 - 2;  // Pillow's
 
-  std::vector<std::size_t> first;   // per output index
-  std::vector<std::size_t> count;   // taps per output index
+  std::vector<std::size_t> first;     // per output index
+  std::vector<std::size_t> count;     // taps per output index
   std::vector<std::int32_t> weights;  // taps_per_output per output index, fixed point
   std::vector<double> scratch;
   std::size_t taps_per_output = 0;
@@ -81,7 +81,8 @@ struct resample_axis {
     block_weights.resize(blocks * taps_per_output * 8);
     block_taps.resize(blocks);
     first32.resize(outputs);
-    for (std::size_t out = 0; out < outputs; ++out) first32[out] = static_cast<std::int32_t>(first[out]);
+    for (std::size_t out = 0; out < outputs; ++out)
+      first32[out] = static_cast<std::int32_t>(first[out]);
     for (std::size_t block = 0; block < blocks; ++block) {
       std::size_t most = 0;
       for (std::size_t lane = 0; lane < 8; ++lane) most = std::max(most, count[block * 8 + lane]);
@@ -165,7 +166,8 @@ class band_resampler {
     out_height_ = out_height;
     out_width_ = out_width;
     // As Pillow: a pass is skipped where it would leave the values as they are.
-    need_horizontal_ = out_width != width || box.left != 0 || box.width != static_cast<double>(width);
+    need_horizontal_ =
+        out_width != width || box.left != 0 || box.width != static_cast<double>(width);
     need_vertical_ =
         out_height != height || box.top != 0 || box.height != static_cast<double>(height);
     vertical_.compute(height, box.top, box.top + box.height, out_height);
@@ -194,7 +196,8 @@ class band_resampler {
       std::uint8_t* out = kept_.data() + (row - first_row_) * row_bytes_;
       if (!need_horizontal_) {
         for (std::size_t x = 0; x < in_width_; ++x) {
-          for (std::size_t c = 0; c < channels_; ++c) out[c * in_width_ + column(x)] = in[x * channels_ + c];
+          for (std::size_t c = 0; c < channels_; ++c)
+            out[c * in_width_ + column(x)] = in[x * channels_ + c];
         }
       } else if (channels_ == 3) {
 #if defined(CREMA_RESAMPLE_AVX2)
@@ -215,7 +218,8 @@ class band_resampler {
   template <class Write>
   void finish(Write&& write) {
     if (!need_vertical_) {
-      for (std::size_t row = 0; row < out_height_; ++row) write(row, kept_.data() + row * row_bytes_);
+      for (std::size_t row = 0; row < out_height_; ++row)
+        write(row, kept_.data() + row * row_bytes_);
       return;
     }
     const std::size_t values = out_width_ * channels_;
@@ -231,7 +235,8 @@ class band_resampler {
     }
 #endif
     for (std::size_t row = 0; row < out_height_; ++row) {
-      std::fill(sums_.begin(), sums_.end(), std::int32_t{1} << (detail::resample_axis::precision_bits - 1));
+      std::fill(sums_.begin(), sums_.end(),
+                std::int32_t{1} << (detail::resample_axis::precision_bits - 1));
       const std::size_t first = vertical_.first[row] - first_row_;
       const std::int32_t* weights = vertical_.weights.data() + row * vertical_.taps_per_output;
       for (std::size_t tap = 0; tap < vertical_.count[row]; ++tap) {
@@ -259,7 +264,8 @@ class band_resampler {
       }
       const std::size_t taps = horizontal_.count[x];
       for (std::size_t tap = 0; tap < taps; ++tap) {
-        for (std::size_t c = 0; c < Channels; ++c) sums[c] += source[tap * Channels + c] * weights[tap];
+        for (std::size_t c = 0; c < Channels; ++c)
+          sums[c] += source[tap * Channels + c] * weights[tap];
       }
       const std::size_t to = column(x);
       for (std::size_t c = 0; c < Channels; ++c) out[c * out_width_ + to] = detail::clip8(sums[c]);
@@ -289,12 +295,12 @@ class band_resampler {
       for (std::size_t tap = 0; tap < taps; ++tap) {
         const __m128i eight =
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows + tap * row_bytes_ + i));
-        sums = _mm256_add_epi32(sums, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(eight),
-                                                         _mm256_set1_epi32(weights[tap])));
+        sums = _mm256_add_epi32(
+            sums, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(eight), _mm256_set1_epi32(weights[tap])));
       }
       const __m256i clipped = clip8_avx2(sums);
-      const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(clipped),
-                                             _mm256_extracti128_si256(clipped, 1));
+      const __m128i words =
+          _mm_packus_epi32(_mm256_castsi256_si128(clipped), _mm256_extracti128_si256(clipped, 1));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(out_row_.data() + i),
                        _mm_packus_epi16(words, words));
     }
@@ -314,43 +320,56 @@ class band_resampler {
     const detail::resample_axis& axis = horizontal_;
     const std::size_t blocks = out_width_ / 8;
     const __m256i last = _mm256_set1_epi32(static_cast<std::int32_t>(in_width_) - 1);
-    const __m256i half = _mm256_set1_epi32(std::int32_t{1} << (detail::resample_axis::precision_bits - 1));
+    const __m256i half =
+        _mm256_set1_epi32(std::int32_t{1} << (detail::resample_axis::precision_bits - 1));
     const __m256i byte = _mm256_set1_epi32(0xff);
     const __m256i one = _mm256_set1_epi32(1);
     const int* base = reinterpret_cast<const int*>(in + 2);  // pixel p's bytes end at 3p - 1 + 3
-    alignas(32) std::int32_t packed[8];
+    const __m256i reversed_eights =
+        _mm256_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1,
+                         0, 15, 14, 13, 12, 11, 10, 9, 8);
     for (std::size_t block = 0; block < blocks; ++block) {
       const std::size_t x = block * 8;
       if (axis.first[x] == 0) {
         across<3>(in, out, x, x + 8);
         continue;
       }
-      const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(axis.first32.data() + x));
+      const __m256i first =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(axis.first32.data() + x));
       const std::int32_t* weights = axis.block_weights.data() + block * axis.taps_per_output * 8;
       __m256i red = half;
       __m256i green = half;
       __m256i blue = half;
       const std::int32_t taps = axis.block_taps[block];
       for (std::int32_t tap = 0; tap < taps; ++tap) {
-        const __m256i pixel =
-            _mm256_sub_epi32(_mm256_min_epi32(_mm256_add_epi32(first, _mm256_set1_epi32(tap)), last), one);
+        const __m256i pixel = _mm256_sub_epi32(
+            _mm256_min_epi32(_mm256_add_epi32(first, _mm256_set1_epi32(tap)), last), one);
         const __m256i offset = _mm256_add_epi32(pixel, _mm256_add_epi32(pixel, pixel));
         const __m256i values = _mm256_i32gather_epi32(base, offset, 1);
-        const __m256i weight = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + tap * 8));
-        red = _mm256_add_epi32(red, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 8), byte), weight));
-        green = _mm256_add_epi32(green, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 16), byte), weight));
+        const __m256i weight =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + tap * 8));
+        red = _mm256_add_epi32(
+            red, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 8), byte), weight));
+        green = _mm256_add_epi32(
+            green,
+            _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 16), byte), weight));
         blue = _mm256_add_epi32(blue, _mm256_mullo_epi32(_mm256_srli_epi32(values, 24), weight));
       }
-      const __m256i rgb = _mm256_or_si256(
-          clip8_avx2(red), _mm256_or_si256(_mm256_slli_epi32(clip8_avx2(green), 8),
-                                           _mm256_slli_epi32(clip8_avx2(blue), 16)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(packed), rgb);
-      for (std::size_t lane = 0; lane < 8; ++lane) {
-        const std::size_t to = column(x + lane);
-        out[to] = static_cast<std::uint8_t>(packed[lane]);
-        out[out_width_ + to] = static_cast<std::uint8_t>(packed[lane] >> 8);
-        out[2 * out_width_ + to] = static_cast<std::uint8_t>(packed[lane] >> 16);
-      }
+      // The eight values of each channel packed into eight bytes (reversed when mirrored) and
+      // stored at once.
+      const __m256i red_green = _mm256_packus_epi32(clip8_avx2(red), clip8_avx2(green));
+      const __m256i blues = clip8_avx2(blue);
+      const __m256i bytes = _mm256_permutevar8x32_epi32(
+          _mm256_packus_epi16(red_green, _mm256_packus_epi32(blues, blues)),
+          _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // red 0-7, green 0-7, blue 0-7
+      const __m256i ordered = mirror_ ? _mm256_shuffle_epi8(bytes, reversed_eights) : bytes;
+      const std::size_t to = mirror_ ? out_width_ - 8 - x : x;
+      const __m128i red_and_green = _mm256_castsi256_si128(ordered);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + to), red_and_green);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + out_width_ + to),
+                       _mm_unpackhi_epi64(red_and_green, red_and_green));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * out_width_ + to),
+                       _mm256_extracti128_si256(ordered, 1));
     }
     across<3>(in, out, blocks * 8, out_width_);
   }
@@ -383,8 +402,8 @@ class band_resampler {
 #if defined(CREMA_RESAMPLE_AVX2)
 namespace detail {
 [[gnu::target("avx2")]] inline void normalize_values_avx2(const std::uint8_t* values,
-                                                          std::size_t count, float mean,
-                                                          float std, float* out) noexcept {
+                                                          std::size_t count, float mean, float std,
+                                                          float* out) noexcept {
   const __m256 scale = _mm256_set1_ps(255.0F);
   const __m256 shift = _mm256_set1_ps(mean);
   const __m256 spread = _mm256_set1_ps(std);
