@@ -99,10 +99,18 @@ class arguments {
   std::map<std::string, std::string> values_;
 };
 
-/// Runs a tool's body: a usage error prints the usage (exit 2), any other error its message
-/// (exit 1).
+/// Runs a tool's body: `--help` or `-h` anywhere on the command line prints the usage on
+/// standard output instead (exit 0); a usage error prints the usage (exit 2), any other error
+/// its message (exit 1).
 template <class Body>
-int run_tool(std::string_view tool, std::string_view usage, Body body) {
+int run_tool(std::string_view tool, std::string_view usage, int argc, char** argv, Body body) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", usage);
+      return 0;
+    }
+  }
   try {
     return body();
   } catch (const usage_error& error) {

@@ -474,7 +474,7 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
 }  // namespace
 
 int main(int argc, char** argv) {
-  return crema::tools::run_tool("crema-feed", usage, [&] {
+  return crema::tools::run_tool("crema-feed", usage, argc, argv, [&] {
     const crema::tools::arguments args(
         argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact"},
         {"batch", "crop", "mean-file", "mean-values", "scale", "producers", "threads", "epochs",

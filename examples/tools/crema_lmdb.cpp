@@ -382,7 +382,7 @@ int synth(const crema::tools::arguments& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return crema::tools::run_tool("crema-lmdb", usage, [&] {
+  return crema::tools::run_tool("crema-lmdb", usage, argc, argv, [&] {
     if (argc < 2) throw usage_error("missing a command");
     const std::string_view command = argv[1];
     const crema::tools::arguments args(argc, argv, 1, {"encoded", "gray", "shuffle", "json"},

@@ -305,6 +305,25 @@ TEST_SUITE("tools") {
     CHECK(missing.output.find("nowhere does not exist") != std::string::npos);
   }
 
+  TEST_CASE("--help and -h print the usage and exit 0, wherever they stand") {
+    for (const std::string& tool : {lmdb_tool, feed_tool}) {
+      for (const char* asked : {"--help", "-h", "convert --help", "db --batch 4 -h"}) {
+        CAPTURE(tool);
+        CAPTURE(asked);
+        const auto help = run(fmt::format("{} {}", tool, asked));
+        CHECK(help.status == 0);
+        CHECK(help.output.starts_with("usage:\n"));
+        CHECK(help.output.find(tool == lmdb_tool
+                                   ? "crema-lmdb convert ROOT LIST OUT"
+                                   : "crema-feed --images ROOT") != std::string::npos);
+      }
+    }
+    // Without it, a missing command is still a usage error.
+    const auto bare = run(lmdb_tool);
+    CHECK(bare.status == 2);
+    CHECK(bare.output.find("crema-lmdb: missing a command") != std::string::npos);
+  }
+
   TEST_CASE("bad input fails with a message naming the path, line or key") {
     scratch_directory scratch("tool-errors");
     const auto list = make_images(scratch.path());
