@@ -4,8 +4,10 @@
 # (make_dataset.py: 3,000 JPEGs, short side 300-500): RandomResizedCrop(224) + flip + Normalize,
 # and Resize(256) + CenterCrop(224) + Normalize; batches of 32; crema on 1 and 2 producers on as
 # many threads (median of 3 runs of 2 epochs), torchvision with 0, 1 and 2 workers (median of 3
-# epochs). Installs python3-torchvision and python3-skimage when missing (not CI's job: run it by
-# hand). Prints each figure and its ratios; writes every JSON line to OUT.
+# epochs). Then Caffe's path: 5,000 photographs of 256 x 256 (quality 90) as encoded Datums
+# (crema-lmdb convert --encoded), crop 224 + mirror + mean values, beside crema-feed's loop that
+# only decodes the same records. Installs python3-torchvision and python3-skimage when missing
+# (not CI's job: run it by hand). Prints each figure and its ratios; writes every JSON line to OUT.
 #   benchmarks/jpeg_input/run.sh [BUILD_DIR] [OUT] [FOLDER]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,9 +15,11 @@ build=${1:-$here/../../build/release}
 out=${2:-benchmarks-jpeg-input.json}
 folder=${3:-}
 bash "$here/../../tools/install-deps.sh" python3-torchvision python3-skimage python3-pil
+temporary=()
+trap 'rm -rf "${temporary[@]}"' EXIT
 if [[ -z $folder ]]; then
   folder=$(mktemp -d)
-  trap 'rm -rf "$folder"' EXIT
+  temporary+=("$folder")
   /usr/bin/python3 "$here/make_dataset.py" "$folder" --images 3000
 fi
 feed_tool=$build/examples/crema-feed
@@ -56,4 +60,27 @@ run_case() {
 }
 run_case train "--random-resized-crop 224" --random-resized-crop 224 --mirror
 run_case eval "--resize 256 --center-crop 224" --resize 256 --center-crop 224
+
+# Caffe's path: encoded 256 x 256 Datums.
+squares=$(mktemp -d)
+temporary+=("$squares")
+/usr/bin/python3 "$here/make_dataset.py" "$squares/images" --images 5000 --square 256 \
+  --quality 90 --list "$squares/list.txt"
+"$build/examples/crema-lmdb" convert "$squares/images" "$squares/list.txt" "$squares/db" \
+  --encoded >/dev/null
+for threads in 1 2; do
+  rates=()
+  baselines=()
+  for _ in 1 2 3; do
+    line=$("$feed_tool" "$squares/db" --batch 32 --crop 224 --mirror --mean-values 104,117,123 \
+      --producers "$threads" --threads "$threads" --epochs 2 --json)
+    echo "$line" | sed 's/^{/{"case": "caffe", /' >>"$out"
+    rates+=("$(field "$line" samples_per_s)")
+    baselines+=("$(field "$line" decode_only_samples_per_s)")
+  done
+  crema=$(median "${rates[@]}")
+  decode=$(median "${baselines[@]}")
+  printf '  caffe crema-feed, %d thread(s): %8.0f samples/s; decode only %8.0f (ratio %.2f)\n' \
+    "$threads" "$crema" "$decode" "$(python3 -c "print($crema / $decode)")"
+done
 echo "figures in $out"
