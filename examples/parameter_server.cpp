@@ -2,7 +2,7 @@
 // least-squares fit whose gradient for iteration i comes from the rows of batch i; diffs travel
 // as the top 5% of coordinates, the rest owed to the next diff.
 //   mpirun -np 4 parameter_server
-#include <crema/collective/mpi/parameter_server.hpp>
+#include <crema/collective/ps/mpi/parameter_server.hpp>
 
 #include <fmt/core.h>
 #include <mpi.h>

@@ -5,7 +5,7 @@
 // machinery's: messages, compression, the update. Rank 0 prints one line per case, and JSON with
 // --json=FILE.
 //   mpirun -np 4 crema-bench-parameter-server [--sizes=1,16] [--updates=N] [--json=FILE]
-#include <crema/collective/mpi/parameter_server.hpp>
+#include <crema/collective/ps/mpi/parameter_server.hpp>
 
 #include "common/machine.hpp"
 

@@ -1,7 +1,7 @@
 // The bound: an allreduce must read every participant's buffer once and write it once. The same
 // traffic as plain copies (n buffers of S bytes, each copied once), split over the same threads,
 // turned into the bus bandwidth it would give.
-#include <crema/collective/backends/host_threads.hpp>
+#include <crema/core/host_threads.hpp>
 
 #include "reducer/shape.hpp"
 

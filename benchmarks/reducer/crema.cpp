@@ -1,6 +1,6 @@
 // crema's side: device_tree_reducer::allreduce on host threads (one per core), over one buffer of
 // floats per participant, on a flat tree, the buffers placed as users' buffers are.
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/host/device_tree_reducer.hpp>
 
 #include "reducer/shape.hpp"
 

@@ -1,15 +1,18 @@
 #pragma once
 
-// Everything in crema that needs nothing but a C++20 compiler, {fmt} and concurrentqueue.
-// Headers of the optional components (CUDA, NCCL, LMDB, images, MPI) are included one by one.
+// What most users of crema need, with nothing but a C++20 compiler, {fmt} and concurrentqueue:
+// the buffers, the pipeline and the collectives on host threads. Headers of the optional
+// components (CUDA, NCCL, LMDB, images, MPI) are included one by one, and so are those that only
+// one of them uses or that bring intrinsics headers (the parameter server's compression, the
+// transforms' vector code).
 
-#include <crema/collective/backends/host_threads.hpp>
-#include <crema/collective/compression.hpp>
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/host/device_tree_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/collective/tree_collective.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/generator.hpp>
+#include <crema/core/host_threads.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/memory/device_span.hpp>
 #include <crema/memory/emulated_device_resource.hpp>

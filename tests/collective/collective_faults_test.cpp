@@ -2,7 +2,7 @@
 // shared by reducers on several threads, nested jobs, sizes that overflow, overlapping buffers,
 // a team that cannot be started.
 
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/host/device_tree_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 
 #include "collective/reference.hpp"

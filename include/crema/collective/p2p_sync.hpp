@@ -1,12 +1,13 @@
 #pragma once
 
-#include <crema/collective/backends/host_threads.hpp>
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/host/device_tree_reducer.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/collective/tree_collective.hpp>
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/host_threads.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -312,15 +313,9 @@ class p2p_sync {
     return participants_[p - first_];
   }
 
-  // Models whose ranges must be reduced in one order everywhere (ranks finish buckets in
-  // different orders) say so; their buckets are reduced in index order.
-  static constexpr bool ranges_in_order = [] {
-    if constexpr (requires { Collective::ranges_in_order; }) {
-      return static_cast<bool>(Collective::ranges_in_order);
-    } else {
-      return false;
-    }
-  }();
+  // Models whose ranges must be reduced in one order everywhere have their buckets reduced in
+  // index order.
+  static constexpr bool ranges_in_order = ranges_in_order_v<Collective>;
 
   // The last local arrival for a bucket reduces it (in index order where the model asks for
   // that), then opens it for the next step.

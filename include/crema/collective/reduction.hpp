@@ -11,8 +11,8 @@
 
 /// @file
 /// The vocabulary every collective of crema shares: what a reduction does with the sum, which
-/// element types can be reduced, the 1/N factor, the checks of participants, buffers and ranges,
-/// and `tree_collective`, the concept every backend models.
+/// element types can be reduced, the 1/N factor, the checks of participants, buffers and ranges.
+/// The concept every model offers is in `tree_collective.hpp`.
 
 namespace crema {
 
@@ -40,32 +40,6 @@ template <reducible T>
   return op == reduction::average ? scale_type_t<T>(1) / static_cast<scale_type_t<T>>(participants)
                                   : scale_type_t<T>(1);
 }
-
-/// @brief A collective over one buffer per participant, in place, along a tree: what every
-/// backend of crema offers (host threads, CUDA peer copies, NCCL, MPI), so that `p2p_sync` and an
-/// engine's step loop are written once.
-///
-/// - `broadcast(root)`: every participant's buffer becomes a copy of `root`'s.
-/// - `reduce(root, op)`: `root`'s buffer receives the sum (times 1/N for `average`); the others
-///   are left as they were.
-/// - `allreduce(op)`: every buffer receives the sum (times 1/N for `average`).
-/// - `reduce_range(root, begin, end, op)`: `reduce` of elements [begin, end) only. Calls on
-///   disjoint ranges may run at once from several threads (a bucket of gradients is reduced by
-///   whichever participant finishes it last); the other operations run one at a time.
-/// - `participants()` and `size()` (elements per buffer); `value_type`, a `reducible` type.
-/// Every operation blocks until its result is in place, and throws `crema::collective_error`
-/// (or a subclass's native error) naming the participant or range at fault.
-template <class Collective>
-concept tree_collective = reducible<typename Collective::value_type> &&
-    requires(Collective& collective, const Collective& const_collective, std::size_t root,
-             std::size_t begin, std::size_t end, reduction op) {
-  { const_collective.participants() } -> std::same_as<std::size_t>;
-  { const_collective.size() } -> std::same_as<std::size_t>;
-  collective.broadcast(root);
-  collective.reduce(root, op);
-  collective.allreduce(op);
-  collective.reduce_range(root, begin, end, op);
-};
 
 namespace detail {
 

@@ -4,6 +4,7 @@
 #include <crema/collective/detail/tree_schedule.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/collective/tree_collective.hpp>
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>

@@ -1,12 +1,13 @@
 #pragma once
 
-#include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/detail/elementwise.hpp>
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/host/device_tree_reducer.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/collective/tree_collective.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/host_threads.hpp>
 
 #include <mpi.h>
 
@@ -592,5 +593,8 @@ class mpi_reducer {
   std::string spent_reason_;
   std::mutex mutex_;
 };
+
+static_assert(tree_collective<mpi_reducer<float>>);
+static_assert(ranges_in_order_v<mpi_reducer<float>>);
 
 }  // namespace crema::mpi

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/collective/reduction.hpp>
+#include <crema/collective/tree_collective.hpp>
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>

@@ -1,6 +1,6 @@
 // Diff compression: IEEE half conversion against the format's own rules, the coordinates each
 // rule sends, error feedback that loses nothing, and messages that are refused.
-#include <crema/collective/compression.hpp>
+#include <crema/collective/ps/compression.hpp>
 
 #include <doctest/doctest.h>
 

@@ -15,8 +15,9 @@
 
 namespace crema {
 
-/// @brief The host-thread backend of `device_tree_reducer`: participants' buffers live in host
-/// memory, and a team of threads does the element-wise work.
+/// @brief A team of host threads that runs element-wise jobs: the executor `device_tree_reducer`
+/// (and the MPI reducer's on-rank tree) runs its work on, where participants' buffers live in
+/// host memory.
 ///
 /// Every thread reads every participant's buffer directly (shared memory), so a collective
 /// splits the elements among the threads instead of passing data along the tree: each thread

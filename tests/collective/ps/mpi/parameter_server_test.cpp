@@ -2,7 +2,7 @@
 // serves, every other rank is a client. It converges on a convex problem with each compression,
 // hands out every iteration once, keeps its staleness bound, outlives a silent client, and a
 // silent server makes its clients fail in time.
-#include <crema/collective/mpi/parameter_server.hpp>
+#include <crema/collective/ps/mpi/parameter_server.hpp>
 
 #include "collective/mpi/mpi_world.hpp"
 

@@ -1,4 +1,4 @@
-#include <crema/collective/device_tree_reducer.hpp>
+#include <crema/collective/host/device_tree_reducer.hpp>
 
 #include "collective/reference.hpp"
 

@@ -1,11 +1,12 @@
 #pragma once
 
-#include <crema/collective/backends/host_threads.hpp>
 #include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
+#include <crema/collective/tree_collective.hpp>
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/host_threads.hpp>
 
 #include <algorithm>
 #include <concepts>

@@ -1,0 +1,220 @@
+#pragma once
+
+#include <crema/collective/mpi/detail/mpi_support.hpp>
+#include <crema/collective/ps/compression.hpp>
+#include <crema/collective/ps/mpi/wire.hpp>
+#include <crema/collective/ps/options.hpp>
+#include <crema/core/error.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+/// @file
+/// A client of the parameter server (server.hpp): pulls parameters and an iteration, pushes the
+/// diff it computed, compressed by option with error feedback; a silent server makes it raise
+/// `crema::mpi_error`. Component `crema::mpi`.
+
+namespace crema::mpi {
+
+/// @brief A client of a `parameter_server`: every rank but the server's makes one, with the
+/// same options.
+///
+/// `pull()` waits for parameters (written into the span) and an iteration to compute; `push(diff)`
+/// sends the diff of that iteration (compressed by `options.diffs`, with error feedback) without
+/// waiting; `exchange(diff)` does both. `pull()` returns no iteration once the server shut down,
+/// the final parameters in place. A server silent for `timeout` makes `pull` raise
+/// `crema::mpi_error` naming it.
+///
+/// Not thread-safe: one thread calls it. `push` allocates only while its message grows.
+/// @tparam T float or double
+template <class T>
+class ps_client {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "crema: the parameters are of float or double");
+
+ public:
+  /// @param comm       the communicator of the server and its clients (duplicated here)
+  /// @param parameters where the server's parameters are written, as many as the server's
+  /// @param options    the same on every rank
+  /// @throws crema::config_error as `parameter_server`'s, or a bad compression
+  ps_client(MPI_Comm comm, std::span<T> parameters, ps_options options = {})
+      : parameters_(parameters),
+        options_(options),
+        encoder_(parameters.size(), options.diffs),
+        comm_(detail::ps_communicator<T>(comm, parameters.size(), options_, name, false)),
+        session_(detail::agree_on_session(comm_, options_.server)) {
+    MPI_Comm_rank(comm_, &rank_);
+    hello_ = {.session = session_, .count = parameters_.size(), .value_bytes = sizeof(T)};
+    detail::check(MPI_Isend(&hello_, sizeof hello_, MPI_BYTE, options_.server, detail::hello_tag,
+                            comm_, &send_),
+                  "MPI_Isend");
+    stats_.bytes_sent += sizeof hello_;
+  }
+  ps_client(const ps_client&) = delete;
+  ps_client& operator=(const ps_client&) = delete;
+  ~ps_client() {
+    detail::abandon(send_);
+    detail::free_communicator(comm_);
+  }
+
+  /// @brief Waits for the server's parameters and this client's next iteration.
+  /// @return the iteration to compute, or nothing once the server shut down (the final
+  ///         parameters in place)
+  /// @throws crema::mpi_error if the server is silent for `timeout`, or refused this job;
+  ///         crema::state_error if the iteration it gave before was not pushed
+  std::optional<std::uint64_t> pull();
+
+  /// @brief Sends the diff of the iteration `pull` gave, compressed; returns once the message is
+  /// on its way (waiting only for the previous one to have left).
+  /// @throws crema::state_error without an iteration to answer; crema::length_error on a diff of
+  ///         another size; crema::mpi_error if the previous message did not leave in `timeout`
+  void push(std::span<const T> diff);
+
+  /// @brief `push(diff)`, then `pull()`.
+  std::optional<std::uint64_t> exchange(std::span<const T> diff) {
+    push(diff);
+    return pull();
+  }
+
+  /// @return the version of the parameters in place (the server's updates before them)
+  [[nodiscard]] std::uint64_t version() const noexcept { return version_; }
+  /// @return this client's rank
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  /// @return what this client sent and received
+  [[nodiscard]] const ps_client_stats& stats() const noexcept { return stats_; }
+  /// @return what is owed to the server: the part of past diffs not sent yet
+  [[nodiscard]] std::span<const T> owed() const noexcept { return encoder_.owed(); }
+
+ private:
+  static constexpr const char* name = "ps_client";
+
+  // The parameters that follow a foreign reply (of whatever size) are received and dropped: they
+  // come before this session's, from the same rank.
+  void drop_foreign_parameters() {
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status{};
+    const bool found = detail::poll_until(
+        [&] {
+          int there = 0;
+          detail::check(MPI_Improbe(options_.server, detail::parameters_tag, comm_, &there,
+                                    &message, &status),
+                        "MPI_Improbe");
+          return there != 0;
+        },
+        options_.timeout);
+    if (found && !detail::receive_matched(message, status, foreign_, options_.timeout)) {
+      server_silent("dropping an earlier session's parameters");
+    }
+  }
+
+  void await(MPI_Request& request, const char* what) {
+    if (detail::wait_all({&request, 1}, options_.timeout)) server_silent(what);
+  }
+
+  [[noreturn]] void server_silent(const char* what) const {
+    crema::detail::fail_with_code<mpi_error>(
+        0, "ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})", rank_,
+        options_.server, options_.timeout.count(), what);
+  }
+
+  std::span<T> parameters_;
+  ps_options options_;
+  diff_encoder<T> encoder_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::uint64_t session_ = 0;
+  std::vector<std::byte> foreign_;  // where a foreign message's parameters are dropped
+  int rank_ = 0;
+  detail::ps_hello hello_;
+  detail::ps_reply reply_;
+  std::vector<std::byte> message_;
+  MPI_Request send_ = MPI_REQUEST_NULL;
+  std::optional<std::uint64_t> iteration_;  // the work to answer
+  std::uint64_t version_ = 0;
+  bool done_ = false;
+  ps_client_stats stats_;
+};
+
+// --- definitions -------------------------------------------------------------------------------
+
+template <class T>
+std::optional<std::uint64_t> ps_client<T>::pull() {
+  if (done_) return std::nullopt;
+  if (iteration_) {  // the server waits for this diff before it sends anything more
+    crema::detail::fail<state_error>(
+        "ps_client: rank {} pulls again before it pushed the diff of iteration {}", rank_,
+        *iteration_);
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  for (;;) {
+    detail::check(MPI_Irecv(&reply_, sizeof reply_, MPI_BYTE, options_.server, detail::reply_tag,
+                            comm_, &request),
+                  "MPI_Irecv");
+    await(request, "waiting for parameters");
+    stats_.bytes_received += sizeof reply_;
+    if (reply_.session == session_) break;
+    ++stats_.foreign_messages;
+    if (reply_.with_parameters) drop_foreign_parameters();
+  }
+  if (reply_.kind == detail::ps_reply_kind::refused) {
+    done_ = true;
+    reply_.reason[sizeof reply_.reason - 1] = '\0';
+    crema::detail::fail_with_code<mpi_error>(0, "{}", reply_.reason);
+  }
+  if (reply_.with_parameters) {
+    detail::check(MPI_Irecv(parameters_.data(), static_cast<int>(parameters_.size_bytes()),
+                            MPI_BYTE, options_.server, detail::parameters_tag, comm_, &request),
+                  "MPI_Irecv");
+    await(request, "receiving parameters");
+    stats_.bytes_received += parameters_.size_bytes();
+    version_ = reply_.version;
+  }
+  if (reply_.kind == detail::ps_reply_kind::done) {
+    done_ = true;
+    iteration_.reset();
+    return std::nullopt;
+  }
+  if (reply_.refreshed) ++stats_.refreshed;
+  iteration_ = reply_.iteration;
+  return iteration_;
+}
+
+template <class T>
+void ps_client<T>::push(std::span<const T> diff) {
+  if (!iteration_) {
+    crema::detail::fail<state_error>(
+        "ps_client: rank {} pushes a diff with no iteration to answer: pull() first", rank_);
+  }
+  if (diff.size() != parameters_.size()) {
+    crema::detail::fail<length_error>(
+        "ps_client: rank {} pushes a diff of {} elements, expected {}", rank_, diff.size(),
+        parameters_.size());
+  }
+  await(send_, "sending its previous message");
+  message_.clear();
+  crema::detail::append_bytes(message_, detail::ps_push{session_, version_, *iteration_});
+  stats_.coordinates_sent += encoder_.encode(diff, message_);
+  if (message_.size() > static_cast<std::size_t>(INT_MAX)) {
+    crema::detail::fail<length_error>("ps_client: a message of {} bytes is past MPI's int count",
+                                      message_.size());
+  }
+  detail::check(MPI_Isend(message_.data(), static_cast<int>(message_.size()), MPI_BYTE,
+                          options_.server, detail::diff_tag, comm_, &send_),
+                "MPI_Isend");
+  ++stats_.pushes;
+  stats_.bytes_sent += message_.size();
+  stats_.bytes_dense += sizeof(detail::ps_push) + dense_diff_bytes<T>(parameters_.size());
+  iteration_.reset();
+}
+
+}  // namespace crema::mpi
