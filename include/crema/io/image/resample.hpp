@@ -4,6 +4,7 @@
 #include <crema/io/image/decode_plan.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -96,6 +97,65 @@ struct resample_axis {
     }
   }
 
+  // For the AVX2 horizontal pass on channel planes: per block of 8 outputs, the first input of
+  // lanes 0-3 and of lanes 4-7 (each half reads 16 bytes from there), and per pair of taps a byte
+  // shuffle that puts each lane's two inputs side by side as 16-bit values, with the two taps'
+  // weights split into their high and low 11 bits (so that 16-bit multiply-adds sum exactly
+  // what the 32-bit products sum). A block whose inputs do not fit its halves' 16 bytes has no
+  // pairs (`shuffle_pairs` 0) and goes the gather way.
+  std::size_t pairs_per_block = 0;
+  std::vector<std::int32_t> shuffle_pairs;
+  std::vector<std::int32_t> shuffle_bases;  // 2 per block
+  std::vector<std::uint8_t> shuffle_masks;  // 32 bytes per pair
+  std::vector<std::int32_t> shuffle_high;   // 8 per pair: two 16-bit weights per lane
+  std::vector<std::int32_t> shuffle_low;
+
+  static constexpr int low_bits = 11;
+
+  void make_shuffles() {
+    const std::size_t blocks = first.size() / 8;
+    pairs_per_block = (taps_per_output + 1) / 2;
+    shuffle_pairs.assign(blocks, 0);
+    shuffle_bases.assign(blocks * 2, 0);
+    shuffle_masks.assign(blocks * pairs_per_block * 32, 0x80);
+    shuffle_high.assign(blocks * pairs_per_block * 8, 0);
+    shuffle_low.assign(blocks * pairs_per_block * 8, 0);
+    for (std::size_t block = 0; block < blocks; ++block) {
+      const std::size_t base[2] = {first[block * 8], first[block * 8 + 4]};
+      bool fits = true;
+      std::size_t most = 0;
+      for (std::size_t lane = 0; lane < 8; ++lane) {
+        const std::size_t out = block * 8 + lane;
+        most = std::max(most, count[out]);
+        if (count[out] > 0 && first[out] + count[out] - 1 - base[lane / 4] > 15) fits = false;
+      }
+      if (!fits) continue;
+      const std::size_t pairs = (most + 1) / 2;
+      shuffle_pairs[block] = static_cast<std::int32_t>(pairs);
+      shuffle_bases[block * 2] = static_cast<std::int32_t>(base[0]);
+      shuffle_bases[block * 2 + 1] = static_cast<std::int32_t>(base[1]);
+      for (std::size_t pair = 0; pair < pairs; ++pair) {
+        const std::size_t at = block * pairs_per_block + pair;
+        for (std::size_t lane = 0; lane < 8; ++lane) {
+          const std::size_t out = block * 8 + lane;
+          std::uint32_t high = 0;
+          std::uint32_t low = 0;
+          for (std::size_t half = 0; half < 2; ++half) {
+            const std::size_t tap = pair * 2 + half;
+            if (tap >= count[out]) continue;  // no input, no weight: the lane's value is 0
+            const auto weight = static_cast<std::uint32_t>(weights[out * taps_per_output + tap]);
+            shuffle_masks[at * 32 + (lane / 4) * 16 + (lane % 4) * 4 + half * 2] =
+                static_cast<std::uint8_t>(first[out] + tap - base[lane / 4]);
+            high |= (weight >> low_bits) << (16 * half);
+            low |= (weight & ((1U << low_bits) - 1)) << (16 * half);
+          }
+          shuffle_high[at * 8 + lane] = static_cast<std::int32_t>(high);
+          shuffle_low[at * 8 + lane] = static_cast<std::int32_t>(low);
+        }
+      }
+    }
+  }
+
   // Pillow's precompute_coeffs with the bilinear filter, then normalize_coeffs_8bpc.
   void compute(std::size_t in_size, double in0, double in1, std::size_t out_size) {
     const double scale = (in1 - in0) / static_cast<double>(out_size);
@@ -174,7 +234,12 @@ class band_resampler {
     isa_ = detail::resample_rows().load(std::memory_order_relaxed);
     if (need_horizontal_) {
       horizontal_.compute(width, box.left, box.left + box.width, out_width);
-      if (isa_ == detail::resample_isa::avx2 && channels == 3) horizontal_.make_blocks();
+      if (isa_ == detail::resample_isa::avx2 && channels == 3) {
+        horizontal_.make_blocks();
+        horizontal_.make_shuffles();
+        plane_stride_ = width + 32;  // a block's half reads 16 bytes from its first input
+        planes_.resize(3 * plane_stride_);
+      }
     }
     // The rows the vertical pass reads: only those are kept.
     first_row_ = vertical_.first.front();
@@ -311,12 +376,98 @@ class band_resampler {
     }
   }
 
+  // The row's pixels into three planes of bytes (`planes_`), eight pixels a step with byte
+  // shuffles; nothing past the row's last pixel is read.
+  [[gnu::target("avx2")]] void deinterleave_avx2(const std::uint8_t* in) noexcept {
+    static constexpr auto masks = [] {
+      std::array<std::array<std::uint8_t, 16>, 6> lanes{};
+      for (std::size_t c = 0; c < 3; ++c) {
+        for (std::size_t p = 0; p < 16; ++p) {
+          const std::size_t byte = 3 * p + c;
+          lanes[c][p] = p < 8 && byte < 16 ? static_cast<std::uint8_t>(byte) : 0x80;
+          lanes[3 + c][p] = p < 8 && byte >= 16 ? static_cast<std::uint8_t>(byte - 8) : 0x80;
+        }
+      }
+      return lanes;
+    }();
+    __m128i shuffles[6];
+    for (std::size_t i = 0; i < 6; ++i) {
+      shuffles[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(masks[i].data()));
+    }
+    std::uint8_t* planes[3] = {planes_.data(), planes_.data() + plane_stride_,
+                               planes_.data() + 2 * plane_stride_};
+    std::size_t w = 0;
+    for (; w + 8 <= in_width_; w += 8) {
+      const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * w));
+      const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * w + 8));
+      for (std::size_t c = 0; c < 3; ++c) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(planes[c] + w),
+                         _mm_or_si128(_mm_shuffle_epi8(low, shuffles[c]),
+                                      _mm_shuffle_epi8(high, shuffles[3 + c])));
+      }
+    }
+    for (; w < in_width_; ++w) {
+      for (std::size_t c = 0; c < 3; ++c) planes[c][w] = in[3 * w + c];
+    }
+  }
+
+  // Block `block`'s eight sums of channel `c` (not yet clipped), from its plane: each half of the
+  // register holds 16 bytes from its lanes' first input, a shuffle a pair of taps puts each lane's
+  // two inputs side by side, and two 16-bit multiply-adds take the weights' high and low bits; the
+  // sum is Pillow's exactly (every weight is at most 2^22, so nothing overflows).
+  [[gnu::target("avx2")]] __m256i planar_block_avx2(std::size_t block,
+                                                    std::size_t c) const noexcept {
+    const detail::resample_axis& axis = horizontal_;
+    const std::uint8_t* plane = planes_.data() + c * plane_stride_;
+    const __m256i values = _mm256_loadu2_m128i(
+        reinterpret_cast<const __m128i*>(plane + axis.shuffle_bases[block * 2 + 1]),
+        reinterpret_cast<const __m128i*>(plane + axis.shuffle_bases[block * 2]));
+    __m256i high = _mm256_setzero_si256();
+    __m256i low = _mm256_setzero_si256();
+    const std::size_t pairs = static_cast<std::size_t>(axis.shuffle_pairs[block]);
+    for (std::size_t pair = 0; pair < pairs; ++pair) {
+      const std::size_t at = block * axis.pairs_per_block + pair;
+      const __m256i inputs = _mm256_shuffle_epi8(
+          values,
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&axis.shuffle_masks[at * 32])));
+      high = _mm256_add_epi32(
+          high, _mm256_madd_epi16(inputs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                              &axis.shuffle_high[at * 8]))));
+      low = _mm256_add_epi32(
+          low, _mm256_madd_epi16(inputs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                             &axis.shuffle_low[at * 8]))));
+    }
+    const __m256i sums = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_slli_epi32(high, detail::resample_axis::low_bits), low),
+        _mm256_set1_epi32(std::int32_t{1} << (detail::resample_axis::precision_bits - 1)));
+    return sums;
+  }
+
+  // Eight sums of each channel, clipped and packed into eight bytes (reversed when mirrored),
+  // stored at once where outputs x .. x + 7 go.
+  [[gnu::target("avx2")]] void store_block_avx2(__m256i red, __m256i green, __m256i blue,
+                                                std::size_t x, std::uint8_t* out,
+                                                __m256i reversed_eights) const noexcept {
+    const __m256i red_green = _mm256_packus_epi32(clip8_avx2(red), clip8_avx2(green));
+    const __m256i blues = clip8_avx2(blue);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(
+        _mm256_packus_epi16(red_green, _mm256_packus_epi32(blues, blues)),
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // red 0-7, green 0-7, blue 0-7
+    const __m256i ordered = mirror_ ? _mm256_shuffle_epi8(bytes, reversed_eights) : bytes;
+    const std::size_t to = mirror_ ? out_width_ - 8 - x : x;
+    const __m128i red_and_green = _mm256_castsi256_si128(ordered);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + to), red_and_green);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + out_width_ + to),
+                     _mm_unpackhi_epi64(red_and_green, red_and_green));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * out_width_ + to),
+                     _mm256_extracti128_si256(ordered, 1));
+  }
+
   // Eight outputs at a time, Pillow's arithmetic exactly (32-bit products of the 22-bit weights):
   // for each tap, one gather fetches the 4 bytes that end with each output's input pixel (the
   // byte before it, then r, g, b), so nothing past the row's last pixel is read; a block whose
   // first input is pixel 0 goes the plain way, as do the outputs after the last whole block.
-  [[gnu::target("avx2")]] void across_rgb_avx2(const std::uint8_t* in,
-                                               std::uint8_t* out) const noexcept {
+  [[gnu::target("avx2")]] void across_rgb_avx2(const std::uint8_t* in, std::uint8_t* out) noexcept {
     const detail::resample_axis& axis = horizontal_;
     const std::size_t blocks = out_width_ / 8;
     const __m256i last = _mm256_set1_epi32(static_cast<std::int32_t>(in_width_) - 1);
@@ -328,8 +479,14 @@ class band_resampler {
     const __m256i reversed_eights =
         _mm256_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1,
                          0, 15, 14, 13, 12, 11, 10, 9, 8);
+    deinterleave_avx2(in);
     for (std::size_t block = 0; block < blocks; ++block) {
       const std::size_t x = block * 8;
+      if (axis.shuffle_pairs[block] > 0) {
+        store_block_avx2(planar_block_avx2(block, 0), planar_block_avx2(block, 1),
+                         planar_block_avx2(block, 2), x, out, reversed_eights);
+        continue;
+      }
       if (axis.first[x] == 0) {
         across<3>(in, out, x, x + 8);
         continue;
@@ -355,21 +512,7 @@ class band_resampler {
             _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(values, 16), byte), weight));
         blue = _mm256_add_epi32(blue, _mm256_mullo_epi32(_mm256_srli_epi32(values, 24), weight));
       }
-      // The eight values of each channel packed into eight bytes (reversed when mirrored) and
-      // stored at once.
-      const __m256i red_green = _mm256_packus_epi32(clip8_avx2(red), clip8_avx2(green));
-      const __m256i blues = clip8_avx2(blue);
-      const __m256i bytes = _mm256_permutevar8x32_epi32(
-          _mm256_packus_epi16(red_green, _mm256_packus_epi32(blues, blues)),
-          _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // red 0-7, green 0-7, blue 0-7
-      const __m256i ordered = mirror_ ? _mm256_shuffle_epi8(bytes, reversed_eights) : bytes;
-      const std::size_t to = mirror_ ? out_width_ - 8 - x : x;
-      const __m128i red_and_green = _mm256_castsi256_si128(ordered);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + to), red_and_green);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + out_width_ + to),
-                       _mm_unpackhi_epi64(red_and_green, red_and_green));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * out_width_ + to),
-                       _mm256_extracti128_si256(ordered, 1));
+      store_block_avx2(red, green, blue, x, out, reversed_eights);
     }
     across<3>(in, out, blocks * 8, out_width_);
   }
@@ -394,7 +537,9 @@ class band_resampler {
   std::size_t first_row_ = 0;
   std::size_t end_row_ = 0;
   std::size_t row_bytes_ = 0;
-  std::vector<std::uint8_t> kept_;  // the rows the vertical pass reads, resampled across
+  std::vector<std::uint8_t> kept_;    // the rows the vertical pass reads, resampled across
+  std::vector<std::uint8_t> planes_;  // a row's channels apart (the AVX2 horizontal pass)
+  std::size_t plane_stride_ = 0;
   std::vector<std::int32_t> sums_;
   std::vector<std::uint8_t> out_row_;
 };
