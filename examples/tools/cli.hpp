@@ -58,6 +58,13 @@ class arguments {
     return positional_[i];
   }
   [[nodiscard]] std::size_t positional_count() const noexcept { return positional_.size(); }
+  /// @brief Refuses positional arguments past the first `count` (a usage error naming the first
+  /// one too many).
+  void allow_positionals(std::size_t count) const {
+    if (positional_.size() > count) {
+      throw usage_error(fmt::format("unexpected argument '{}'", positional_[count]));
+    }
+  }
   [[nodiscard]] bool flag(const std::string& name) const { return flags_.contains(name); }
   [[nodiscard]] std::optional<std::string> option(const std::string& name) const {
     const auto found = values_.find(name);

@@ -199,6 +199,7 @@ std::vector<float> parse_values(const std::string& text) {
 }
 
 int feed(const crema::tools::arguments& args) {
+  args.allow_positionals(1);
   const std::filesystem::path path = args.positional(0, "DB");
   const std::size_t batch_size = args.count("batch", 0);
   if (batch_size == 0) throw usage_error("--batch must be given, at least 1");

@@ -142,6 +142,7 @@ std::pair<std::size_t, std::size_t> parse_size(const std::string& text, std::str
 }
 
 int convert(const crema::tools::arguments& args) {
+  args.allow_positionals(4);
   const fs::path root = args.positional(1, "ROOT");
   const fs::path list = args.positional(2, "LIST");
   const fs::path out = args.positional(3, "OUT");
@@ -226,6 +227,7 @@ int convert(const crema::tools::arguments& args) {
 }
 
 int mean(const crema::tools::arguments& args) {
+  args.allow_positionals(3);
   const fs::path db = args.positional(1, "DB");
   const fs::path out = args.positional(2, "OUT.binaryproto");
   crema::lmdb_source source(db);
@@ -263,6 +265,7 @@ int mean(const crema::tools::arguments& args) {
 }
 
 int stat(const crema::tools::arguments& args) {
+  args.allow_positionals(2);
   crema::lmdb_source source(args.positional(1, "DB"));
   record_reader reader;
   std::size_t count = 0;
@@ -321,6 +324,7 @@ int stat(const crema::tools::arguments& args) {
 }
 
 int dump(const crema::tools::arguments& args) {
+  args.allow_positionals(3);
   crema::lmdb_source source(args.positional(1, "DB"));
   const std::size_t limit = crema::tools::arguments::to_count(args.positional(2, "N"), "N");
   crema::image_decoder decoder;
@@ -343,6 +347,7 @@ int dump(const crema::tools::arguments& args) {
 }
 
 int synth(const crema::tools::arguments& args) {
+  args.allow_positionals(2);
   const fs::path out = args.positional(1, "OUT");
   const std::size_t count = args.count("count", 0);
   const auto shape_text = args.option("shape");

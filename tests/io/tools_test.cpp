@@ -324,6 +324,36 @@ TEST_SUITE("tools") {
     CHECK(bare.output.find("crema-lmdb: missing a command") != std::string::npos);
   }
 
+  TEST_CASE("an argument too many is a usage error naming it, for every command") {
+    scratch_directory scratch("tool-extra");
+    const auto list = make_images(scratch.path());
+    const auto db = scratch.path() / "db";
+    REQUIRE(run(fmt::format("{} convert {} {} {}", lmdb_tool, quoted(scratch.path() / "images"),
+                            quoted(list), quoted(db)))
+                .status == 0);
+    const std::string images = quoted(scratch.path() / "images");
+    const std::string commands[] = {fmt::format("{} convert {} {} {} spare", lmdb_tool, images,
+                                                quoted(list), quoted(scratch.path() / "other")),
+                                    fmt::format("{} mean {} {} spare", lmdb_tool, quoted(db),
+                                                quoted(scratch.path() / "mean.binaryproto")),
+                                    fmt::format("{} stat {} spare", lmdb_tool, quoted(db)),
+                                    fmt::format("{} dump {} 2 spare", lmdb_tool, quoted(db)),
+                                    fmt::format("{} synth {} spare --count 2 --shape 3x4x4",
+                                                lmdb_tool, quoted(scratch.path() / "synth")),
+                                    fmt::format("{} {} spare --batch 2", feed_tool, quoted(db))};
+    for (const std::string& command : commands) {
+      CAPTURE(command);
+      const auto extra = run(command);
+      CHECK(extra.status == 2);
+      CHECK(extra.output.find(": unexpected argument 'spare'\n") != std::string::npos);
+      CHECK(extra.output.find("usage:") != std::string::npos);
+    }
+    // Nothing was written by the refused commands.
+    CHECK_FALSE(fs::exists(scratch.path() / "other"));
+    CHECK_FALSE(fs::exists(scratch.path() / "mean.binaryproto"));
+    CHECK_FALSE(fs::exists(scratch.path() / "synth"));
+  }
+
   TEST_CASE("bad input fails with a message naming the path, line or key") {
     scratch_directory scratch("tool-errors");
     const auto list = make_images(scratch.path());
