@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -36,7 +37,8 @@ constexpr std::string_view usage = R"(usage:
       BGR pixels channel-first; --encoded keeps each file's bytes (re-encoded in its own format
       after a resize). --resize is bilinear with pixel centres aligned, close to OpenCV's
       INTER_LINEAR but not bit-identical to it. --shuffle orders the list by a permutation drawn
-      from --seed (default 0).
+      from --seed (default 0). OUT must not exist: it is written as OUT.partial and renamed once
+      complete, so a conversion that fails or is interrupted (SIGINT, SIGTERM) leaves nothing.
   crema-lmdb mean DB OUT.binaryproto
       Caffe's compute_image_mean: the mean of every record (all of one shape), as a BlobProto.
   crema-lmdb stat DB [--json]
@@ -141,6 +143,21 @@ std::pair<std::size_t, std::size_t> parse_size(const std::string& text, std::str
           crema::tools::arguments::to_count(text.substr(x + 1), fmt::format("{} width", what))};
 }
 
+// Set by SIGINT and SIGTERM while convert runs: it stops between records.
+volatile std::sig_atomic_t interrupted_by = 0;
+
+extern "C" void note_interruption(int signal) { interrupted_by = signal; }
+
+// Removes the folder it names when the conversion does not finish.
+struct partial_output {
+  fs::path path;
+  bool kept = false;
+  ~partial_output() {
+    std::error_code ignored;
+    if (!kept) fs::remove_all(path, ignored);
+  }
+};
+
 int convert(const crema::tools::arguments& args) {
   args.allow_positionals(4);
   const fs::path root = args.positional(1, "ROOT");
@@ -175,53 +192,73 @@ int convert(const crema::tools::arguments& args) {
     }
   }
 
-  crema::lmdb_writer writer(out);
-  crema::image_decoder decoder({.channels = args.flag("gray") ? 1U : 3U});
-  std::vector<std::byte> value;
-  std::vector<std::byte> reencoded;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const auto& [relative, label] = entries[i];
-    const std::string key = fmt::format("{:08}_{}", i, relative);
-    const std::vector<std::byte> file = read_file(root / relative);
-    value.clear();
-    if (encoded && !size) {
-      (void)decoder.info(file, relative);  // refuses what is not an image
-      // As Caffe stores an encoded file: its bytes and label, no dimensions.
-      crema::encode_datum({.label = label, .encoded = true, .data = file}, value);
-    } else {
-      auto image = decoder.decode(file, relative);
-      std::vector<std::uint8_t> pixels;
-      if (size) {
-        pixels = resize(image, size->first, size->second);
-      } else {
-        pixels.resize(image.elements());
-        image.copy_planar(std::span<std::uint8_t>(pixels));
-      }
-      const auto channels = image.channels;
-      const auto height = size ? size->first : image.height;
-      const auto width = size ? size->second : image.width;
-      const auto planar =
-          crema::image_view<std::uint8_t>::planar(pixels.data(), channels, height, width);
-      crema::datum_fields fields{.channels = static_cast<std::int32_t>(channels),
-                                 .height = static_cast<std::int32_t>(height),
-                                 .width = static_cast<std::int32_t>(width),
-                                 .label = label};
-      if (encoded) {
-        if (crema::sniff_image_format(file) == crema::image_format::png) {
-          crema::encode_png(planar, reencoded);
-        } else {
-          crema::encode_jpeg(planar, 95, reencoded);
-        }
-        fields = {.label = label, .encoded = true, .data = reencoded};
-      } else {
-        fields.data = std::as_bytes(std::span<const std::uint8_t>(pixels));
-      }
-      crema::encode_datum(fields, value);
-    }
-    writer.put(key, value);
-    if ((i + 1) % 1000 == 0) fmt::print("processed {} files\n", i + 1);
+  // Written beside OUT and renamed into place once complete: an interrupted, failed or killed
+  // conversion leaves nothing where the database should be.
+  if (fs::exists(out)) {
+    crema::detail::fail<crema::config_error>("{} exists already: convert writes a new database",
+                                             out.string());
   }
-  writer.finish();
+  partial_output partial{out.parent_path() / (out.filename().string() + ".partial")};
+  fs::remove_all(partial.path);  // what a killed conversion left
+  interrupted_by = 0;
+  std::signal(SIGINT, note_interruption);
+  std::signal(SIGTERM, note_interruption);
+  {
+    crema::lmdb_writer writer(partial.path);
+    crema::image_decoder decoder({.channels = args.flag("gray") ? 1U : 3U});
+    std::vector<std::byte> value;
+    std::vector<std::byte> reencoded;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (interrupted_by != 0) {
+        crema::detail::fail<crema::error>(
+            "interrupted by {} after {} of {} files: nothing written to {}",
+            interrupted_by == SIGINT ? "SIGINT" : "SIGTERM", i, entries.size(), out.string());
+      }
+      const auto& [relative, label] = entries[i];
+      const std::string key = fmt::format("{:08}_{}", i, relative);
+      const std::vector<std::byte> file = read_file(root / relative);
+      value.clear();
+      if (encoded && !size) {
+        (void)decoder.info(file, relative);  // refuses what is not an image
+        // As Caffe stores an encoded file: its bytes and label, no dimensions.
+        crema::encode_datum({.label = label, .encoded = true, .data = file}, value);
+      } else {
+        auto image = decoder.decode(file, relative);
+        std::vector<std::uint8_t> pixels;
+        if (size) {
+          pixels = resize(image, size->first, size->second);
+        } else {
+          pixels.resize(image.elements());
+          image.copy_planar(std::span<std::uint8_t>(pixels));
+        }
+        const auto channels = image.channels;
+        const auto height = size ? size->first : image.height;
+        const auto width = size ? size->second : image.width;
+        const auto planar =
+            crema::image_view<std::uint8_t>::planar(pixels.data(), channels, height, width);
+        crema::datum_fields fields{.channels = static_cast<std::int32_t>(channels),
+                                   .height = static_cast<std::int32_t>(height),
+                                   .width = static_cast<std::int32_t>(width),
+                                   .label = label};
+        if (encoded) {
+          if (crema::sniff_image_format(file) == crema::image_format::png) {
+            crema::encode_png(planar, reencoded);
+          } else {
+            crema::encode_jpeg(planar, 95, reencoded);
+          }
+          fields = {.label = label, .encoded = true, .data = reencoded};
+        } else {
+          fields.data = std::as_bytes(std::span<const std::uint8_t>(pixels));
+        }
+        crema::encode_datum(fields, value);
+      }
+      writer.put(key, value);
+      if ((i + 1) % 1000 == 0) fmt::print("processed {} files\n", i + 1);
+    }
+    writer.finish();
+  }
+  fs::rename(partial.path, out);
+  partial.kept = true;
   fmt::print("converted {} images into {}\n", entries.size(), out.string());
   return 0;
 }

@@ -152,6 +152,62 @@ TEST_SUITE("tools") {
     CHECK(json_field(stat.output, "labels") == "{\"0\": 2, \"1\": 2, \"2\": 2}");
   }
 
+  TEST_CASE(
+      "convert writes beside OUT and renames: a failed or interrupted conversion leaves "
+      "nothing there, and says so; an existing OUT is refused") {
+    scratch_directory scratch("tool-convert-safely");
+    const auto list = make_images(scratch.path());
+    const std::string images = quoted(scratch.path() / "images");
+    // A file missing half-way: exit 1 naming it, no database, nothing beside.
+    const auto broken = scratch.path() / "broken.txt";
+    {
+      std::ofstream out(broken);
+      out << "cats/cat 0.png 0\ncats/cat 1.png 1\ncats/missing.png 2\ncats/cat 3.png 0\n";
+    }
+    const auto failed_db = scratch.path() / "failed";
+    const auto failed = run(
+        fmt::format("{} convert {} {} {}", lmdb_tool, images, quoted(broken), quoted(failed_db)));
+    CHECK(failed.status == 1);
+    CHECK(failed.output.find("missing.png") != std::string::npos);
+    CHECK_FALSE(fs::exists(failed_db));
+    CHECK_FALSE(fs::exists(scratch.path() / "failed.partial"));
+
+    // Interrupted by SIGINT and SIGTERM once a thousand files are in: the same.
+    const auto many = scratch.path() / "many.txt";
+    {
+      std::ofstream out(many);
+      for (int i = 0; i < 200000; ++i) out << "cats/cat " << i % 2 << ".png " << i % 3 << '\n';
+    }
+    for (const char* signal : {"INT", "TERM"}) {
+      CAPTURE(signal);
+      const auto db = scratch.path() / fmt::format("interrupted-{}", signal);
+      const auto log = scratch.path() / fmt::format("log-{}", signal);
+      const auto interrupted = run(fmt::format(
+          "{} convert {} {} {} >{} 2>&1 & pid=$!; "
+          "for i in $(seq 600); do grep -q 'processed 1000 files' {} && break; sleep 0.05; done; "
+          "kill -{} $pid; wait $pid; echo \"status $?\"; cat {}",
+          lmdb_tool, images, quoted(many), quoted(db), quoted(log), quoted(log), signal,
+          quoted(log)));
+      CHECK(interrupted.output.find("status 1") != std::string::npos);
+      CHECK(interrupted.output.find(fmt::format("interrupted by SIG{} after", signal)) !=
+            std::string::npos);
+      CHECK(interrupted.output.find("nothing written to") != std::string::npos);
+      CHECK_FALSE(fs::exists(db));
+      CHECK_FALSE(fs::exists(scratch.path() / fmt::format("interrupted-{}.partial", signal)));
+    }
+
+    // A finished conversion is where it should be, and is not overwritten by the next.
+    const auto db = scratch.path() / "db";
+    REQUIRE(run(fmt::format("{} convert {} {} {}", lmdb_tool, images, quoted(list), quoted(db)))
+                .status == 0);
+    CHECK(fs::exists(db / "data.mdb"));
+    CHECK_FALSE(fs::exists(scratch.path() / "db.partial"));
+    const auto again =
+        run(fmt::format("{} convert {} {} {}", lmdb_tool, images, quoted(list), quoted(db)));
+    CHECK(again.status == 1);
+    CHECK(again.output.find("exists already") != std::string::npos);
+  }
+
   TEST_CASE("crema-lmdb mean and stat agree with the records; dump lists keys") {
     scratch_directory scratch("tool-mean");
     const auto db = scratch.path() / "db";
