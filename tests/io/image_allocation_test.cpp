@@ -56,6 +56,7 @@ extern "C" void* malloc(std::size_t bytes) {
 }
 #endif
 
+#ifndef CREMA_TEST_SANITIZED
 namespace {
 
 using namespace std::chrono_literals;
@@ -149,6 +150,7 @@ double mallocs_per_image(Pipe& pipe, std::size_t producers, std::size_t batches)
 }
 
 }  // namespace
+#endif
 
 TEST_SUITE("image allocation") {
   TEST_CASE(
