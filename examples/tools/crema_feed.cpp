@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -71,35 +72,71 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
+// Runs `work(t)` on threads t = 0 .. threads - 1 at once: the seconds they took together.
+template <class Work>
+double seconds_on_threads(std::size_t threads, const Work& work) {
+  const auto start = clock_type::now();
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t) workers.emplace_back([&work, t] { work(t); });
+  for (std::thread& worker : workers) worker.join();
+  return seconds_since(start);
+}
+
+// A read transaction and a cursor over a database's records, as a plain LMDB loop makes them.
+class raw_cursor {
+ public:
+  raw_cursor(MDB_env* env, const std::filesystem::path& path) {
+    MDB_dbi dbi = 0;
+    int status = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_);
+    if (status == MDB_SUCCESS) status = mdb_dbi_open(txn_, nullptr, 0, &dbi);
+    if (status == MDB_SUCCESS) status = mdb_cursor_open(txn_, dbi, &cursor_);
+    if (status != MDB_SUCCESS) {
+      close();
+      crema::detail::lmdb_check(status, "raw scan: cannot read", path);
+    }
+  }
+  raw_cursor(const raw_cursor&) = delete;
+  raw_cursor& operator=(const raw_cursor&) = delete;
+  ~raw_cursor() { close(); }
+
+  // Calls `visit(value)` for every record's value, in key order.
+  template <class Visit>
+  void for_each(Visit&& visit) {
+    MDB_val key{};
+    MDB_val value{};
+    for (int got = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST); got == MDB_SUCCESS;
+         got = mdb_cursor_get(cursor_, &key, &value, MDB_NEXT)) {
+      visit(
+          std::span<const std::byte>(static_cast<const std::byte*>(value.mv_data), value.mv_size));
+    }
+  }
+
+ private:
+  void close() noexcept {
+    if (cursor_ != nullptr) mdb_cursor_close(cursor_);
+    if (txn_ != nullptr) mdb_txn_abort(txn_);
+    cursor_ = nullptr;
+    txn_ = nullptr;
+  }
+
+  MDB_txn* txn_ = nullptr;
+  MDB_cursor* cursor_ = nullptr;
+};
+
 // Every record's value copied out of the map, as the least any reader does: records per second.
 double raw_cursor_scan(const std::filesystem::path& path, std::size_t& records) {
   // The process's environment for the database: LMDB allows one per database and process.
   const auto env =
       crema::lmdb_environment::open(path, crema::lmdb_environment::access::read, "raw scan");
-  MDB_txn* txn = nullptr;
-  MDB_dbi dbi = 0;
-  MDB_cursor* cursor = nullptr;
-  int status = mdb_txn_begin(env->get(), nullptr, MDB_RDONLY, &txn);
-  if (status == MDB_SUCCESS) status = mdb_dbi_open(txn, nullptr, 0, &dbi);
-  if (status == MDB_SUCCESS) status = mdb_cursor_open(txn, dbi, &cursor);
+  raw_cursor cursor(env->get(), path);
   std::vector<std::byte> copy;
   records = 0;
   const auto start = clock_type::now();
-  MDB_val key{};
-  MDB_val value{};
-  if (status == MDB_SUCCESS) {
-    for (int got = mdb_cursor_get(cursor, &key, &value, MDB_FIRST); got == MDB_SUCCESS;
-         got = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)) {
-      copy.resize(value.mv_size);
-      std::memcpy(copy.data(), value.mv_data, value.mv_size);
-      ++records;
-    }
-  }
-  const double seconds = seconds_since(start);
-  if (cursor != nullptr) mdb_cursor_close(cursor);
-  if (txn != nullptr) mdb_txn_abort(txn);
-  crema::detail::lmdb_check(status, "raw scan: cannot read", path);
-  return static_cast<double>(records) / seconds;
+  cursor.for_each([&](std::span<const std::byte> value) {
+    copy.assign(value.begin(), value.end());
+    ++records;
+  });
+  return static_cast<double>(records) / seconds_since(start);
 }
 
 // The baseline of a DB of encoded images: T threads that each read the database with a cursor of
@@ -111,50 +148,27 @@ double decode_only_records(const std::filesystem::path& path, std::size_t thread
       crema::lmdb_environment::open(path, crema::lmdb_environment::access::read, "decode only");
   std::atomic<std::size_t> decoded{0};
   std::atomic<std::size_t> failures{0};
-  const auto start = clock_type::now();
-  std::vector<std::thread> workers;
-  for (std::size_t t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
+  const double seconds = seconds_on_threads(threads, [&](std::size_t t) {
+    try {
       crema::image_decoder decoder;
-      MDB_txn* txn = nullptr;
-      MDB_dbi dbi = 0;
-      MDB_cursor* cursor = nullptr;
-      int status = mdb_txn_begin(env->get(), nullptr, MDB_RDONLY, &txn);
-      if (status == MDB_SUCCESS) status = mdb_dbi_open(txn, nullptr, 0, &dbi);
-      if (status == MDB_SUCCESS) status = mdb_cursor_open(txn, dbi, &cursor);
-      if (status != MDB_SUCCESS) {
-        failures.fetch_add(1);
-        if (txn != nullptr) mdb_txn_abort(txn);
-        return;
-      }
+      raw_cursor cursor(env->get(), path);
       for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
         std::size_t index = 0;
-        MDB_val key{};
-        MDB_val value{};
-        for (int got = mdb_cursor_get(cursor, &key, &value, MDB_FIRST); got == MDB_SUCCESS;
-             got = mdb_cursor_get(cursor, &key, &value, MDB_NEXT), ++index) {
-          if (index % threads != t) continue;
-          try {
-            const std::span<const std::byte> bytes(static_cast<const std::byte*>(value.mv_data),
-                                                   value.mv_size);
-            const crema::datum_view datum = crema::decode_datum(bytes, "decode only");
-            (void)decoder.decode(datum.data, "decode only");
-            decoded.fetch_add(1, std::memory_order_relaxed);
-          } catch (const crema::error&) {
-            failures.fetch_add(1);
-          }
-        }
+        cursor.for_each([&](std::span<const std::byte> value) {
+          if (index++ % threads != t) return;
+          const crema::datum_view datum = crema::decode_datum(value, "decode only");
+          (void)decoder.decode(datum.data, "decode only");
+          decoded.fetch_add(1, std::memory_order_relaxed);
+        });
       }
-      mdb_cursor_close(cursor);
-      mdb_txn_abort(txn);
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-  const double seconds = seconds_since(start);
+    } catch (const crema::error&) {
+      failures.fetch_add(1);
+    }
+  });
   if (failures.load() != 0) {
     throw crema::format_error(
-        fmt::format("decode-only loop: {} of the records of {} did not decode", failures.load(),
-                    path.string()));
+        fmt::format("decode-only loop: {} of the threads over {} could not decode a record",
+                    failures.load(), path.string()));
   }
   return static_cast<double>(decoded.load()) / seconds;
 }
@@ -329,24 +343,18 @@ double decode_only(const Source& source, std::size_t threads, std::size_t epochs
   const std::size_t files = source.files();
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> failures{0};
-  const auto start = clock_type::now();
-  std::vector<std::thread> workers;
-  for (std::size_t t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      crema::image_file_reader reader;
-      crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
-      for (std::size_t i; (i = next.fetch_add(1)) < files * epochs;) {
-        const crema::image_file file = source.file(i % files);
-        try {
-          (void)decoder.decode(reader.read(file), file.relative);
-        } catch (const crema::error&) {
-          failures.fetch_add(1);
-        }
+  const double seconds = seconds_on_threads(threads, [&](std::size_t) {
+    crema::image_file_reader reader;
+    crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+    for (std::size_t i; (i = next.fetch_add(1)) < files * epochs;) {
+      const crema::image_file file = source.file(i % files);
+      try {
+        (void)decoder.decode(reader.read(file), file.relative);
+      } catch (const crema::error&) {
+        failures.fetch_add(1);
       }
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-  const double seconds = seconds_since(start);
+    }
+  });
   if (failures.load() != 0) {
     throw crema::format_error(
         fmt::format("decode-only loop: {} of the files did not decode", failures.load()));

@@ -1,8 +1,8 @@
 // What the image input promises about allocation, counted: once its buffers have grown, a
 // pipeline of JPEG files or of encoded Datums allocates nothing per image beyond the pools that
 // libjpeg itself allocates for every image it decodes (measured here on a plain libjpeg loop over
-// the same files). This program replaces malloc (in builds without a sanitizer, whose own
-// allocator cannot be replaced) and counts every call, on every thread.
+// the same files). A program of its own: it counts every malloc call, on every thread
+// (common/malloc_counter.hpp; not under a sanitizer).
 
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
@@ -14,6 +14,7 @@
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 
+#include "common/malloc_counter.hpp"
 #include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
 #include "common/watchdog.hpp"
@@ -34,33 +35,13 @@
 #include <thread>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CREMA_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define CREMA_TEST_SANITIZED 1
-#endif
-#endif
-
-#ifndef CREMA_TEST_SANITIZED
-namespace {
-std::atomic<std::size_t> mallocs{0};
-thread_local std::size_t mallocs_on_this_thread = 0;
-}  // namespace
-extern "C" void* __libc_malloc(std::size_t);  // glibc's own
-extern "C" void* malloc(std::size_t bytes) {
-  mallocs.fetch_add(1, std::memory_order_relaxed);
-  ++mallocs_on_this_thread;
-  return __libc_malloc(bytes);
-}
-#endif
-
 #ifndef CREMA_TEST_SANITIZED
 namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using crema::test::mallocs;
+using crema::test::mallocs_on_this_thread;
 
 // JPEGs of several sizes cut from the committed photographs, in three class folders.
 std::vector<std::vector<std::byte>> make_folder(const fs::path& root) {

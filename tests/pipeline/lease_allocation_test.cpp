@@ -4,6 +4,7 @@
 
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/malloc_counter.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -16,26 +17,6 @@
 #include <optional>
 #include <thread>
 #include <vector>
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CREMA_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define CREMA_TEST_SANITIZED 1
-#endif
-#endif
-
-#ifndef CREMA_TEST_SANITIZED
-namespace {
-thread_local std::size_t mallocs_on_this_thread = 0;
-}
-extern "C" void* __libc_malloc(std::size_t);  // glibc's own
-extern "C" void* malloc(std::size_t bytes) {
-  ++mallocs_on_this_thread;
-  return __libc_malloc(bytes);
-}
-#endif
 
 TEST_SUITE("lease allocation") {
   TEST_CASE("a thread that releases leases allocates at most twice, then never again") {
@@ -68,9 +49,9 @@ TEST_SUITE("lease allocation") {
         if (!handed) return;
         lease_type lease = std::move(*handed);
         handed.reset();
-        const std::size_t before = mallocs_on_this_thread;
+        const std::size_t before = crema::test::mallocs_on_this_thread;
         lease.reset();
-        const std::size_t made = mallocs_on_this_thread - before;
+        const std::size_t made = crema::test::mallocs_on_this_thread - before;
         allocating_releases += made > 0 ? 1 : 0;
         mallocs += made;
         changed.notify_all();

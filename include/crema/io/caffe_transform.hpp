@@ -2,6 +2,7 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/blob_proto.hpp>
+#include <crema/io/detail/rgb_split.hpp>
 #include <crema/io/image_view.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
@@ -479,23 +480,7 @@ class caffe_transform {
       const std::uint8_t* from, std::size_t from_stride, const std::array<const float*, 3>& means,
       std::size_t mean_stride, const std::array<float*, 3>& planes, std::size_t width,
       std::size_t height, float scale) noexcept {
-    // Byte 3p + c of 24 is pixel p's channel c: bytes 0-15 come from the first load, 16-23 from
-    // the second (which starts at byte 8); 0x80 zeroes a lane.
-    static constexpr auto masks = [] {
-      std::array<std::array<std::uint8_t, 16>, 6> lanes{};
-      for (std::size_t c = 0; c < 3; ++c) {
-        for (std::size_t p = 0; p < 16; ++p) {
-          const std::size_t byte = 3 * p + c;
-          lanes[c][p] = p < 8 && byte < 16 ? static_cast<std::uint8_t>(byte) : 0x80;
-          lanes[3 + c][p] = p < 8 && byte >= 16 ? static_cast<std::uint8_t>(byte - 8) : 0x80;
-        }
-      }
-      return lanes;
-    }();
-    __m128i shuffles[6];
-    for (std::size_t i = 0; i < 6; ++i) {
-      shuffles[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(masks[i].data()));
-    }
+    const detail::rgb_split split;
     const __m256 scales = _mm256_set1_ps(scale);
     const __m256i reversed = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
     __m256 channel_means[3];
@@ -505,11 +490,10 @@ class caffe_transform {
       std::size_t o = 0;  // output column
       for (; o + 8 <= width; o += 8) {
         const std::size_t w = Mirror ? width - o - 8 : o;  // the input's first of eight
-        const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 3 * w));
-        const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 3 * w + 8));
+        __m128i channels[3];
+        split(from + 3 * w, channels);
         for (std::size_t c = 0; c < 3; ++c) {
-          const __m128i bytes = _mm_or_si128(_mm_shuffle_epi8(low, shuffles[c]),
-                                             _mm_shuffle_epi8(high, shuffles[3 + c]));
+          const __m128i bytes = channels[c];
           __m256 mean = channel_means[c];
           if constexpr (PerPixelMean) mean = _mm256_loadu_ps(means[c] + h * mean_stride + w);
           __m256 values = _mm256_mul_ps(

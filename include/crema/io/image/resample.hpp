@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/io/detail/rgb_split.hpp>
 #include <crema/io/image/decode_plan.hpp>
 
 #include <algorithm>
@@ -379,31 +380,15 @@ class band_resampler {
   // The row's pixels into three planes of bytes (`planes_`), eight pixels a step with byte
   // shuffles; nothing past the row's last pixel is read.
   [[gnu::target("avx2")]] void deinterleave_avx2(const std::uint8_t* in) noexcept {
-    static constexpr auto masks = [] {
-      std::array<std::array<std::uint8_t, 16>, 6> lanes{};
-      for (std::size_t c = 0; c < 3; ++c) {
-        for (std::size_t p = 0; p < 16; ++p) {
-          const std::size_t byte = 3 * p + c;
-          lanes[c][p] = p < 8 && byte < 16 ? static_cast<std::uint8_t>(byte) : 0x80;
-          lanes[3 + c][p] = p < 8 && byte >= 16 ? static_cast<std::uint8_t>(byte - 8) : 0x80;
-        }
-      }
-      return lanes;
-    }();
-    __m128i shuffles[6];
-    for (std::size_t i = 0; i < 6; ++i) {
-      shuffles[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(masks[i].data()));
-    }
+    const detail::rgb_split split;
     std::uint8_t* planes[3] = {planes_.data(), planes_.data() + plane_stride_,
                                planes_.data() + 2 * plane_stride_};
     std::size_t w = 0;
     for (; w + 8 <= in_width_; w += 8) {
-      const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * w));
-      const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 3 * w + 8));
+      __m128i channels[3];
+      split(in + 3 * w, channels);
       for (std::size_t c = 0; c < 3; ++c) {
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(planes[c] + w),
-                         _mm_or_si128(_mm_shuffle_epi8(low, shuffles[c]),
-                                      _mm_shuffle_epi8(high, shuffles[3 + c])));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(planes[c] + w), channels[c]);
       }
     }
     for (; w < in_width_; ++w) {
