@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -203,7 +204,7 @@ int convert(const crema::tools::arguments& args) {
   interrupted_by = 0;
   std::signal(SIGINT, note_interruption);
   std::signal(SIGTERM, note_interruption);
-  {
+  try {
     crema::lmdb_writer writer(partial.path);
     crema::image_decoder decoder({.channels = args.flag("gray") ? 1U : 3U});
     std::vector<std::byte> value;
@@ -256,6 +257,10 @@ int convert(const crema::tools::arguments& args) {
       if ((i + 1) % 1000 == 0) fmt::print("processed {} files\n", i + 1);
     }
     writer.finish();
+  } catch (const crema::error&) {
+    if (interrupted_by != 0) throw;  // it says so itself
+    std::throw_with_nested(
+        crema::error(fmt::format("convert stopped: nothing written to {}", out.string())));
   }
   fs::rename(partial.path, out);
   partial.kept = true;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -168,9 +169,32 @@ TEST_SUITE("tools") {
     const auto failed = run(
         fmt::format("{} convert {} {} {}", lmdb_tool, images, quoted(broken), quoted(failed_db)));
     CHECK(failed.status == 1);
+    CHECK(failed.output.find(fmt::format("convert stopped: nothing written to {}",
+                                         failed_db.string())) != std::string::npos);
     CHECK(failed.output.find("missing.png") != std::string::npos);
     CHECK_FALSE(fs::exists(failed_db));
     CHECK_FALSE(fs::exists(scratch.path() / "failed.partial"));
+
+    // A full disk (a tmpfs of 16 KiB, where the system lets the test mount one): the same.
+    const auto small_disk = scratch.path() / "small-disk";
+    fs::create_directories(small_disk);
+    if (std::system(
+            fmt::format("mount -t tmpfs -o size=16k tmpfs {} 2>/dev/null", quoted(small_disk))
+                .c_str()) == 0) {
+      const auto many_small = scratch.path() / "many-small.txt";
+      {
+        std::ofstream out(many_small);
+        for (int i = 0; i < 400; ++i) out << "cats/cat " << i % 2 << ".png " << i % 3 << '\n';
+      }
+      const auto full = run(fmt::format("{} convert {} {} {}", lmdb_tool, images,
+                                        quoted(many_small), quoted(small_disk / "db")));
+      CHECK(full.status == 1);
+      CHECK(full.output.find("nothing written to") != std::string::npos);
+      CHECK(fs::is_empty(small_disk));
+      CHECK(std::system(fmt::format("umount {}", quoted(small_disk)).c_str()) == 0);
+    } else {
+      std::printf("crema-test-skip: a full disk needs a tmpfs this process may mount (root)\n");
+    }
 
     // Interrupted by SIGINT and SIGTERM once a thousand files are in: the same.
     const auto many = scratch.path() / "many.txt";
