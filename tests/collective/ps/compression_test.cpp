@@ -279,4 +279,33 @@ TEST_SUITE("compression") {
     CHECK_THROWS_WITH_AS(crema::add_encoded_diff<float>(bad_format, into),
                          doctest::Contains("unknown format"), crema::format_error);
   }
+
+  TEST_CASE(
+      "encoded_diff_bytes says how long a diff is, checking its header as "
+      "add_encoded_diff does, and adds nothing") {
+    crema::diff_encoder<float> encoder(10, crema::compression::top_k(0.2));
+    std::vector<std::byte> message;
+    encoder.encode(random_diff(10, 4), message);
+    CHECK(crema::encoded_diff_bytes<float>(message, 10) == message.size());
+    // What a server receives: the diff and whatever a client put after it.
+    auto longer = message;
+    longer.resize(message.size() + 5);
+    CHECK(crema::encoded_diff_bytes<float>(longer, 10) == message.size());
+    CHECK_THROWS_WITH_AS(
+        crema::encoded_diff_bytes<float>(std::span(message).first(message.size() - 1), 10),
+        doctest::Contains("its header says"), crema::format_error);
+    CHECK_THROWS_WITH_AS(crema::encoded_diff_bytes<float>(message, 11),
+                         doctest::Contains("of 10 elements, expected 11"), crema::format_error);
+    CHECK_THROWS_WITH_AS(crema::encoded_diff_bytes<double>(message, 10),
+                         doctest::Contains("values of 4 bytes, expected 2 or 8"),
+                         crema::format_error);
+    // A sparse header claiming more coordinates than elements.
+    auto too_many = message;
+    crema::detail::diff_header header;
+    std::memcpy(&header, too_many.data(), sizeof header);
+    header.sent = 11;
+    std::memcpy(too_many.data(), &header, sizeof header);
+    CHECK_THROWS_WITH_AS(crema::encoded_diff_bytes<float>(too_many, 10),
+                         doctest::Contains("11 coordinates sent of 10"), crema::format_error);
+  }
 }

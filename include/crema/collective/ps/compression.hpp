@@ -13,6 +13,7 @@
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -463,34 +464,58 @@ void diff_encoder<T>::select_top_k(std::span<const T> diff, std::size_t k) {
   std::erase_if(chosen_, [&](std::uint32_t i) { return owed_[i] == T(0); });
 }
 
+namespace detail {
+
+// Checks the header of an encoded diff of `count` elements of T: its format, value size, count
+// and coordinates, and that `message` holds what it says; returns the header and the bytes the
+// diff takes.
 template <class T>
-std::size_t add_encoded_diff(std::span<const std::byte> message, std::span<T> into) {
-  detail::diff_header header;
+std::pair<diff_header, std::size_t> read_diff_header(std::span<const std::byte> message,
+                                                     std::size_t count) {
+  diff_header header;
   if (message.size() < sizeof header) {
-    detail::fail<format_error>("diff: a message of {} bytes is shorter than its {}-byte header",
-                               message.size(), sizeof header);
+    fail<format_error>("diff: a message of {} bytes is shorter than its {}-byte header",
+                       message.size(), sizeof header);
   }
   std::memcpy(&header, message.data(), sizeof header);
-  if (header.format != detail::dense_format && header.format != detail::sparse_format) {
-    detail::fail<format_error>("diff: unknown format {:#x}", header.format);
+  if (header.format != dense_format && header.format != sparse_format) {
+    fail<format_error>("diff: unknown format {:#x}", header.format);
   }
   if (header.value_bytes != 2 && header.value_bytes != sizeof(T)) {
-    detail::fail<format_error>("diff: values of {} bytes, expected 2 or {}", header.value_bytes,
-                               sizeof(T));
+    fail<format_error>("diff: values of {} bytes, expected 2 or {}", header.value_bytes, sizeof(T));
   }
-  if (header.count != into.size()) {
-    detail::fail<format_error>("diff: of {} elements, expected {}", header.count, into.size());
+  if (header.count != count) {
+    fail<format_error>("diff: of {} elements, expected {}", header.count, count);
   }
-  const bool dense = header.format == detail::dense_format;
+  const bool dense = header.format == dense_format;
   if ((dense && header.sent != header.count) || header.sent > header.count) {
-    detail::fail<format_error>("diff: {} coordinates sent of {}", header.sent, header.count);
+    fail<format_error>("diff: {} coordinates sent of {}", header.sent, header.count);
   }
   const std::size_t index_bytes = dense ? 0 : header.sent * sizeof(std::uint32_t);
   const std::size_t length = sizeof header + index_bytes + header.sent * header.value_bytes;
   if (message.size() < length) {
-    detail::fail<format_error>("diff: a message of {} bytes, its header says {}", message.size(),
-                               length);
+    fail<format_error>("diff: a message of {} bytes, its header says {}", message.size(), length);
   }
+  return {header, length};
+}
+
+}  // namespace detail
+
+/// @return the bytes the encoded diff at the start of `message` takes, its header checked as
+///         `add_encoded_diff` checks it (nothing is added)
+/// @throws crema::format_error as `add_encoded_diff`
+template <class T>
+std::size_t encoded_diff_bytes(std::span<const std::byte> message, std::size_t count) {
+  return detail::read_diff_header<T>(message, count).second;
+}
+
+template <class T>
+std::size_t add_encoded_diff(std::span<const std::byte> message, std::span<T> into) {
+  const auto checked = detail::read_diff_header<T>(message, into.size());
+  const detail::diff_header& header = checked.first;  // named, so that lambdas can capture it
+  const std::size_t length = checked.second;
+  const bool dense = header.format == detail::dense_format;
+  const std::size_t index_bytes = dense ? 0 : header.sent * sizeof(std::uint32_t);
   const std::byte* indices = message.data() + sizeof header;
   const std::byte* values = indices + index_bytes;
   const auto value_at = [&](std::size_t n) {

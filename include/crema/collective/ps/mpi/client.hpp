@@ -122,6 +122,31 @@ class ps_client {
     if (detail::wait_all({&request, 1}, options_.timeout)) server_silent(what);
   }
 
+  // Waits for a receive of `expected` bytes from the server; a message of another size (a
+  // shorter one would leave old bytes in place) is an error naming the server.
+  void await_exactly(MPI_Request& request, std::size_t expected, const char* what) {
+    MPI_Status status{};
+    const bool done = detail::poll_until(
+        [&] {
+          int complete = 0;
+          detail::check(MPI_Test(&request, &complete, &status), "MPI_Test");
+          return complete != 0;
+        },
+        options_.timeout);
+    if (!done) {
+      detail::abandon(request);
+      server_silent(what);
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (static_cast<std::size_t>(count) != expected) {
+      done_ = true;
+      crema::detail::fail_with_code<mpi_error>(
+          0, "ps_client: rank {} got {} bytes from the server, rank {}, {}; {} expected", rank_,
+          count, options_.server, what, expected);
+    }
+  }
+
   [[noreturn]] void server_silent(const char* what) const {
     crema::detail::fail_with_code<mpi_error>(
         0, "ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})", rank_,
@@ -160,11 +185,18 @@ std::optional<std::uint64_t> ps_client<T>::pull() {
     detail::check(MPI_Irecv(&reply_, sizeof reply_, MPI_BYTE, options_.server, detail::reply_tag,
                             comm_, &request),
                   "MPI_Irecv");
-    await(request, "waiting for parameters");
+    await_exactly(request, sizeof reply_, "waiting for parameters");
     stats_.bytes_received += sizeof reply_;
     if (reply_.session == session_) break;
     ++stats_.foreign_messages;
     if (reply_.with_parameters) drop_foreign_parameters();
+  }
+  if (reply_.kind != detail::ps_reply_kind::work && reply_.kind != detail::ps_reply_kind::done &&
+      reply_.kind != detail::ps_reply_kind::refused) {
+    done_ = true;
+    crema::detail::fail_with_code<mpi_error>(
+        0, "ps_client: rank {} got a reply of unknown kind {} from the server, rank {}", rank_,
+        static_cast<std::uint64_t>(reply_.kind), options_.server);
   }
   if (reply_.kind == detail::ps_reply_kind::refused) {
     done_ = true;
@@ -175,7 +207,7 @@ std::optional<std::uint64_t> ps_client<T>::pull() {
     detail::check(MPI_Irecv(parameters_.data(), static_cast<int>(parameters_.size_bytes()),
                             MPI_BYTE, options_.server, detail::parameters_tag, comm_, &request),
                   "MPI_Irecv");
-    await(request, "receiving parameters");
+    await_exactly(request, parameters_.size_bytes(), "receiving parameters");
     stats_.bytes_received += parameters_.size_bytes();
     version_ = reply_.version;
   }

@@ -276,7 +276,25 @@ class parameter_server {
       }
       return;
     }
-    const std::uint64_t staleness = stats_.version - std::min(push.base_version, stats_.version);
+    if (push.base_version > stats_.version) {
+      refuse_all(fmt::format(
+          "parameter_server: rank {} sent a diff computed on version {}; the server is at {}",
+          c.rank, push.base_version, stats_.version));
+    }
+    const std::span<const std::byte> encoded =
+        std::span<const std::byte>(incoming_).subspan(sizeof push);
+    try {
+      const std::size_t bytes = encoded_diff_bytes<T>(encoded, sum_.size());
+      if (bytes != encoded.size()) {
+        refuse_all(fmt::format(
+            "parameter_server: rank {} sent a diff of {} bytes with {} more bytes after it", c.rank,
+            bytes, encoded.size() - bytes));
+      }
+    } catch (const format_error& e) {
+      refuse_all(fmt::format("parameter_server: rank {} sent a diff crema cannot read: {}", c.rank,
+                             e.what()));
+    }
+    const std::uint64_t staleness = stats_.version - push.base_version;
     record.max_staleness = std::max(record.max_staleness, staleness);
     record.staleness_sum += staleness;
     if (staleness > options_.max_staleness) {
@@ -290,8 +308,7 @@ class parameter_server {
       return;
     }
     try {
-      add_encoded_diff<T>(std::span<const std::byte>(incoming_).subspan(sizeof push),
-                          std::span<T>(sum_));
+      add_encoded_diff<T>(encoded, std::span<T>(sum_));  // all or nothing
     } catch (const format_error& e) {
       refuse_all(fmt::format("parameter_server: rank {} sent a diff crema cannot read: {}", c.rank,
                              e.what()));
