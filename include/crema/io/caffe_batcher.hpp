@@ -179,6 +179,10 @@ class caffe_batcher {
   // decoded, and each band of rows is transformed as it comes, while in the cache.
   void put_window(std::span<const std::byte> bytes, std::span<float> out, sample_rng& rng,
                   std::string_view key) {
+    if (out.size() != shape_.elements()) {
+      detail::fail<length_error>("caffe_batcher: a record of {} values does not fit {} values",
+                                 shape_.elements(), out.size());
+    }
     record_shape input;
     caffe_crop crop;
     const auto plan_for = [&](const auto& info) {
@@ -194,13 +198,22 @@ class caffe_batcher {
       const caffe_crop& crop;
       std::span<float> out;
       std::size_t width;
-      void start(const decoded_window&) noexcept {}
+      std::string_view key;
+      // The plan asks for the crop at full size: the decoder hands over exactly its columns.
+      void start(const decoded_window& decoded) const {
+        if (decoded.scale != 1 || decoded.width != width || decoded.box_left != 0) {
+          detail::fail<format_error>(
+              "record {}: the decoder handed over {} columns at 1/{}, not "
+              "the crop's {}",
+              key, decoded.width, decoded.scale, width);
+        }
+      }
       void rows(const pixel_rows& band) noexcept {
         const image_view<std::uint8_t> rows{band.data, input.channels, band.count,    width,
                                             1,         band.stride,    input.channels};
         transform.write_rows(rows, band.first, crop, input, out);
       }
-    } sink{transform_, input, crop, out, shape_.width};
+    } sink{transform_, input, crop, out, shape_.width, key};
     decoder_.decode(bytes, key, plan_for, sink);
   }
 
