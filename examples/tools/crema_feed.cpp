@@ -26,6 +26,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -225,10 +226,14 @@ int feed(const crema::tools::arguments& args) {
   const bool hashed = args.flag("checksum") || args.flag("ordered");
   if (epochs == 0) throw usage_error("--epochs must be at least 1");
 
+  if (producers == 0 || threads == 0) throw usage_error("--producers and --threads: at least 1");
   crema::caffe_transform_options options;
   options.crop_size = args.count("crop", 0);
   options.mirror = args.flag("mirror");
   options.scale = static_cast<float>(args.real("scale", 1.0));
+  if (!std::isfinite(options.scale)) {
+    throw usage_error(fmt::format("--scale must be a finite number, not {}", options.scale));
+  }
   if (const auto file = args.option("mean-file")) {
     options.mean_file = std::make_shared<const crema::blob>(crema::read_blob_proto(*file));
   }
@@ -246,6 +251,15 @@ int feed(const crema::tools::arguments& args) {
     const crema::lmdb_record* record = first.next();
     input = crema::datum_shape(record->value, record->key_text(), decoder);
     encoded = crema::decode_datum(record->value, record->key_text()).encoded;
+  }
+  // What the first record says makes some options out of range: refused before anything runs.
+  if (options.crop_size > input.height || options.crop_size > input.width) {
+    throw usage_error(fmt::format("--crop {} is larger than the records' {} x {}",
+                                  options.crop_size, input.height, input.width));
+  }
+  if (options.mean_values.size() > 1 && options.mean_values.size() != input.channels) {
+    throw usage_error(fmt::format("--mean-values: {} values for records of {} channels",
+                                  options.mean_values.size(), input.channels));
   }
   // The database read once before either is timed: both measure a warm page cache.
   std::size_t scanned = 0;

@@ -137,11 +137,20 @@ std::vector<std::uint8_t> resize(crema::image_view<std::uint8_t> in, std::size_t
 }
 
 // "HxW" of option `what`.
-std::pair<std::size_t, std::size_t> parse_size(const std::string& text, std::string_view what) {
+// HxW, both at least 1 and at most 65,535 (what an image and a Datum's int32 fields hold).
+std::pair<std::size_t, std::size_t> parse_size(const std::string& text, std::string_view what,
+                                               std::string_view form = "HxW, like 256x256") {
   const auto x = text.find('x');
-  if (x == std::string::npos) throw usage_error(fmt::format("{} must be HxW, like 256x256", what));
-  return {crema::tools::arguments::to_count(text.substr(0, x), fmt::format("{} height", what)),
-          crema::tools::arguments::to_count(text.substr(x + 1), fmt::format("{} width", what))};
+  if (x == std::string::npos) throw usage_error(fmt::format("{} must be {}", what, form));
+  const std::size_t height =
+      crema::tools::arguments::to_count(text.substr(0, x), fmt::format("{} height", what));
+  const std::size_t width =
+      crema::tools::arguments::to_count(text.substr(x + 1), fmt::format("{} width", what));
+  if (height == 0 || width == 0 || height > 65535 || width > 65535) {
+    throw usage_error(
+        fmt::format("{} of {} x {}: each side must be 1 to 65535", what, height, width));
+  }
+  return {height, width};
 }
 
 // Set by SIGINT and SIGTERM while convert runs: it stops between records.
@@ -398,7 +407,11 @@ int synth(const crema::tools::arguments& args) {
   if (x == std::string::npos) throw usage_error("--shape must be CxHxW, like 3x32x32");
   const std::size_t channels =
       crema::tools::arguments::to_count(shape_text->substr(0, x), "--shape channels");
-  const auto [height, width] = parse_size(shape_text->substr(x + 1), "--shape");
+  if (channels == 0 || channels > 4) {
+    throw usage_error(fmt::format("--shape of {} channels: 1 to 4", channels));
+  }
+  const auto [height, width] =
+      parse_size(shape_text->substr(x + 1), "--shape", "CxHxW, like 3x32x32");
   const std::size_t labels = std::max<std::size_t>(1, args.count("labels", 1000));
   crema::lmdb_writer writer(out);
   crema::sample_rng rng(args.count("seed", 0), 0, 0);
