@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <jpeglib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -31,6 +32,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,20 +116,27 @@ void wait_until_full(const Pipe& pipe, std::size_t producers) {
 }
 
 // Mallocs per image decoded while the consumer pulls `batches` batches, after as many to warm
-// up; the consumer's own (its pulls and the snapshots) left out.
+// up; the consumer's own (its pulls and the snapshots) left out. The fewest of three such
+// windows: the lock-free queues grow once in a while (a thread's first enqueue registers it with
+// a queue, which allocates), at moments that follow the schedule, so one window under load may
+// hold such a one-off; an allocation per image or per batch is in every window.
 template <class Pipe>
 double mallocs_per_image(Pipe& pipe, std::size_t producers, std::size_t batches) {
   auto consumer = pipe.consumer(0);
   for (std::size_t i = 0; i < batches; ++i) REQUIRE(consumer.pull());
   wait_until_full(pipe, producers);
-  const std::uint64_t decoded_before = pipe.stats().records_produced;
-  const std::size_t before = mallocs.load() - mallocs_on_this_thread;
-  for (std::size_t i = 0; i < batches; ++i) REQUIRE(consumer.pull());
-  wait_until_full(pipe, producers);
-  const std::size_t made = mallocs.load() - mallocs_on_this_thread - before;
-  const std::uint64_t decoded = pipe.stats().records_produced - decoded_before;
-  REQUIRE(decoded >= batches);
-  return static_cast<double>(made) / static_cast<double>(decoded);
+  double fewest = std::numeric_limits<double>::infinity();
+  for (int window = 0; window < 3; ++window) {
+    const std::uint64_t decoded_before = pipe.stats().records_produced;
+    const std::size_t before = mallocs.load() - mallocs_on_this_thread;
+    for (std::size_t i = 0; i < batches; ++i) REQUIRE(consumer.pull());
+    wait_until_full(pipe, producers);
+    const std::size_t made = mallocs.load() - mallocs_on_this_thread - before;
+    const std::uint64_t decoded = pipe.stats().records_produced - decoded_before;
+    REQUIRE(decoded >= batches);
+    fewest = std::min(fewest, static_cast<double>(made) / static_cast<double>(decoded));
+  }
+  return fewest;
 }
 
 }  // namespace
