@@ -46,10 +46,34 @@ crema::detail::producer_task wait_for_a_poll(crema::thread_pool& pool, std::atom
   done.count_down();
 }
 
+crema::detail::producer_task slow_once(crema::thread_pool& pool, std::latch& started,
+                                       std::atomic<bool>& finished) {
+  co_await pool.schedule();
+  started.count_down();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  finished = true;
+}
+
 crema::detail::producer_task run_once(crema::thread_pool& pool, std::latch& done) {
   co_await pool.schedule();
   done.count_down();
 }
+
+// An idle hook that calls `poll` once armed (the pool may ask it as soon as its threads start).
+template <class Poll>
+class hook_of final : public crema::idle_hook {
+ public:
+  explicit hook_of(Poll poll) : poll_(std::move(poll)) {}
+  void arm() { armed_.store(true); }
+  std::chrono::nanoseconds on_idle(bool first) noexcept override {
+    if (!armed_.load()) return std::chrono::nanoseconds::zero();
+    return poll_(first);
+  }
+
+ private:
+  Poll poll_;
+  std::atomic<bool> armed_{false};
+};
 
 // Waits until `done()`; the test's watchdog ends a wait that would not.
 template <class Done>
@@ -82,15 +106,18 @@ TEST_SUITE("thread_pool") {
     std::atomic<std::thread::id> resumed_on;
     std::atomic<int> polls{0};
     std::latch done(1);
-    crema::thread_pool pool(2);
-    pool.poll_when_idle([&](bool) {
+    crema::thread_pool* posts_to = nullptr;
+    hook_of hook([&](bool) -> std::chrono::nanoseconds {
       ++polls;
       if (void* found = left.exchange(nullptr)) {
         poller = std::this_thread::get_id();
-        pool.post(std::coroutine_handle<>::from_address(found));
+        posts_to->post(std::coroutine_handle<>::from_address(found));
       }
       return std::chrono::microseconds(200);
     });
+    crema::thread_pool pool(2, &hook);
+    posts_to = &pool;
+    hook.arm();
     wait_for_a_poll(pool, left, resumed_on, done).coroutine.resume();
     done.wait();
     CHECK(polls.load() >= 1);
@@ -105,8 +132,7 @@ TEST_SUITE("thread_pool") {
     std::atomic<int> polls{0};
     std::mutex mutex;
     std::vector<bool> first_calls;  // under mutex
-    crema::thread_pool pool(4);
-    pool.poll_when_idle([&](bool first) {
+    hook_of hook([&](bool first) -> std::chrono::nanoseconds {
       const int now = ++inside;
       int most = most_inside.load();
       while (now > most && !most_inside.compare_exchange_weak(most, now)) {
@@ -120,6 +146,8 @@ TEST_SUITE("thread_pool") {
       --inside;
       return std::chrono::microseconds(100);
     });
+    crema::thread_pool pool(4, &hook);
+    hook.arm();
     std::latch ran(16);
     for (int i = 0; i < 16; ++i) run_once(pool, ran).coroutine.resume();
     ran.wait();
@@ -133,15 +161,14 @@ TEST_SUITE("thread_pool") {
   TEST_CASE("a poll that returns zero ends the polling until a thread has run work again") {
     crema::test::watchdog guard(std::chrono::seconds(20), "thread_pool poll ends");
     // The thread may also poll once before it runs anything (if it goes idle only after
-    // poll_when_idle), so the polls are counted by the runs they follow.
+    // the hook is armed), so the polls are counted by the runs they follow.
     std::latch ran(1);
     std::latch ran_again(1);
     std::atomic<int> polls_after_run{0};
     std::atomic<int> polls_after_second_run{0};
     std::atomic<int> polls{0};
     std::atomic<int> first_polls{0};
-    crema::thread_pool pool(1);
-    pool.poll_when_idle([&](bool first) {
+    hook_of hook([&](bool first) -> std::chrono::nanoseconds {
       ++polls;
       if (first) ++first_polls;
       if (ran_again.try_wait()) {
@@ -151,6 +178,8 @@ TEST_SUITE("thread_pool") {
       }
       return std::chrono::nanoseconds::zero();
     });
+    crema::thread_pool pool(1, &hook);
+    hook.arm();
     run_once(pool, ran).coroutine.resume();
     ran.wait();
     wait_until([&] { return polls_after_run.load() == 1; });
@@ -169,6 +198,22 @@ TEST_SUITE("thread_pool") {
     CHECK_FALSE(token.stop_requested());
     pool.request_stop();
     CHECK(token.stop_requested());
+  }
+
+  TEST_CASE("join stops and joins the threads once their work is done, and may be repeated") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "thread_pool join");
+    std::atomic<bool> finished{false};
+    std::latch started(1);
+    crema::thread_pool pool(2);
+    const auto token = pool.stop_token();
+    slow_once(pool, started, finished).coroutine.resume();
+    started.wait();
+    pool.join();
+    CHECK(finished.load());  // what a thread was running ran to its end first
+    CHECK(token.stop_requested());
+    CHECK(pool.size() == 0);
+    pool.join();
+    CHECK(pool.size() == 0);
   }
 
   TEST_CASE("a pool of zero threads is a config_error") {

@@ -8,16 +8,30 @@
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
-#include <functional>
 #include <stop_token>
 #include <thread>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
-
 namespace crema {
+
+/// @brief An executor hook: what an idle thread of a `thread_pool` does before it sleeps for want
+/// of work, for work that nobody posts (the pipeline's producers waiting for slots that consumers
+/// gave back without paying for a wake-up, say: `pipeline/detail/release_poller.hpp`).
+///
+/// One idle thread at a time calls `on_idle`, with `true` the first time since it went idle and
+/// `false` after, and sleeps for as long as it returns before calling it again (posted work wakes
+/// it sooner), or, when it returns zero, until work is posted; the next thread to go idle after
+/// running work calls it again. The first coroutine the hook posts from `on_idle` is resumed by
+/// that thread itself, without waking another. The hook must outlive the pool's threads.
+class idle_hook {
+ public:
+  /// @param first whether this is the first call since the calling thread went idle
+  /// @return how long to sleep before the next call; zero sleeps until work is posted
+  virtual std::chrono::nanoseconds on_idle(bool first) noexcept = 0;
+
+ protected:
+  ~idle_hook() = default;
+};
 
 /// @brief A fixed set of `std::jthread`s that resume coroutines: the executor crema's producers
 /// run on.
@@ -25,23 +39,23 @@ namespace crema {
 /// A coroutine moves onto the pool with `co_await pool.schedule()`; anything holding a suspended
 /// coroutine (a slot pool waking a producer, say) hands it back with `post()`. So M coroutines
 /// share K threads, and one that waits for something is suspended, not blocking a thread.
-///
-/// An idle thread sleeps until work is posted; with `poll_when_idle`, one idle thread at a time
-/// instead wakes now and then by itself to look for work that nobody posts (slots a consumer
-/// gave back without paying for a wake-up, say).
+/// An idle thread sleeps until work is posted, or asks an `idle_hook` first.
 ///
 /// `post` and `schedule` are thread-safe and lock-free (the queue may allocate a block now and
-/// then). `request_stop()` signals the pool's `stop_token()` to the coroutines; the destructor
-/// stops and joins the threads. A coroutine still queued then may never run (the queue is not
-/// FIFO across posting threads), so whoever owns coroutines on the pool makes sure they have
-/// finished before the pool goes, as `double_buffered_pipeline` does.
+/// then). `request_stop()` signals the pool's `stop_token()` to the coroutines; `join()` (and the
+/// destructor) stop and join the threads. A coroutine still queued then may never run (the queue
+/// is not FIFO across posting threads), so whoever owns coroutines on the pool makes sure they
+/// have finished before the pool goes, as `double_buffered_pipeline` does.
 class thread_pool {
  public:
-  /// @param threads how many threads to start
+  /// @param threads   how many threads to start
+  /// @param when_idle asked by an idle thread before it sleeps (none: it sleeps at once); must
+  ///                  outlive the threads, and may be called as soon as they start
   /// @throws crema::config_error if `threads` is 0
   /// @throws crema::thread_error naming how many threads were asked for and made, if the system
   ///         refuses one (the ones made are stopped and joined first)
-  explicit thread_pool(std::size_t threads) {
+  explicit thread_pool(std::size_t threads, idle_hook* when_idle = nullptr)
+      : when_idle_(when_idle) {
     if (threads == 0) detail::fail<config_error>("thread_pool: threads must be at least 1, got 0");
     detail::start_threads(
         "thread_pool", threads, workers_, [this] { return std::jthread([this] { run(); }); },
@@ -51,7 +65,12 @@ class thread_pool {
   thread_pool& operator=(const thread_pool&) = delete;
 
   /// @brief Stops and joins the threads.
-  ~thread_pool() {
+  ~thread_pool() { join(); }
+
+  /// @brief Requests stop, then joins the threads once each has finished what it runs (coroutines
+  /// still queued are not run). Idempotent; not from one of the pool's own threads. For an owner
+  /// whose members the threads use: joined first, the order of the members stops mattering.
+  void join() {
     stop_.request_stop();
     wake_workers();
     workers_.clear();  // joins
@@ -82,21 +101,6 @@ class thread_pool {
       void await_resume() const noexcept {}
     };
     return awaiter{this};
-  }
-
-  /// @brief Has an idle thread call `poll` rather than sleep until work is posted: one idle
-  /// thread at a time calls it (with `true` the first time since it went idle, `false` after),
-  /// and sleeps for as long as it returns before calling it again, or, when it returns zero,
-  /// until work is posted (the next thread to go idle after work polls again). The first coroutine
-  /// `poll` posts is resumed by the polling thread itself; others go to the queue as usual. `poll`
-  /// must not throw. A polling thread asks the kernel for timers accurate to about a microsecond
-  /// (Linux's timer slack; 50 µs by default).
-  ///
-  /// Call once, before posting the work whose waits it is for; threads idle since before the
-  /// call start polling once they have run something.
-  void poll_when_idle(std::function<std::chrono::nanoseconds(bool)> poll) {
-    idle_poll_ = std::move(poll);
-    polls_.store(true, std::memory_order_release);
   }
 
   /// @brief Asks the coroutines on the pool to finish; they see it through `stop_token()`.
@@ -134,18 +138,18 @@ class thread_pool {
     }
   }
 
-  // Polls while this thread is idle and holds the poller's turn; returns whether it found work.
+  // Asks the idle hook while this thread is idle and holds the hook's turn; returns whether it
+  // found work.
   bool poll_for(std::coroutine_handle<>& coroutine) {
-    if (!polls_.load(std::memory_order_acquire) || polling_.exchange(true)) return false;
+    if (when_idle_ == nullptr || polling_.exchange(true)) return false;
     struct turn_ends {
       std::atomic<bool>& polling;
       ~turn_ends() { polling.store(false, std::memory_order_release); }
     } ends{polling_};
-    tighten_timer_slack();
     for (bool first = true;; first = false) {
       std::coroutine_handle<> kept;
       kept_by_poll() = &kept;
-      const std::chrono::nanoseconds sleep = idle_poll_(first);
+      const std::chrono::nanoseconds sleep = when_idle_->on_idle(first);
       kept_by_poll() = nullptr;
       if (kept) {
         coroutine = kept;
@@ -157,19 +161,9 @@ class thread_pool {
     }
   }
 
-  // Linux delays a sleeping thread's timer by up to 50 µs by default, to batch wake-ups; a poll
-  // a few tens of microseconds apart needs better. Once per thread.
-  static void tighten_timer_slack() noexcept {
-#if defined(__linux__)
-    thread_local const bool tightened = prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL) == 0;
-    static_cast<void>(tightened);
-#endif
-  }
-
   moodycamel::BlockingConcurrentQueue<std::coroutine_handle<>> work_;
-  std::function<std::chrono::nanoseconds(bool)> idle_poll_;  // set once, then read only
-  std::atomic<bool> polls_{false};                           // idle_poll_ is set
-  std::atomic<bool> polling_{false};                         // a thread holds the poller's turn
+  idle_hook* const when_idle_;        // may be null
+  std::atomic<bool> polling_{false};  // a thread holds the idle hook's turn
   std::stop_source stop_;
   std::vector<std::jthread> workers_;  // last: joined before the queue goes
 };

@@ -76,6 +76,7 @@ class queue_pair {
 
   /// @return the free side: `co_await free_slots().acquire()`, `free_slots().release(slot)`
   [[nodiscard]] slot_pool<Slot, Executor>& free_slots() noexcept { return free_; }
+  [[nodiscard]] const slot_pool<Slot, Executor>& free_slots() const noexcept { return free_; }
 
  private:
   // A batch is often a few microseconds away: spin that long before sleeping, since a sleep

@@ -152,7 +152,7 @@ class slot_pool {
 
   /// @brief Makes `release` wake no coroutine at all, whatever the group: slots released to
   /// waiters stay parked until someone `kick()`s, which whoever calls this promises to do soon
-  /// and often (an idle thread polling, see `thread_pool::poll_when_idle`). Thread-safe.
+  /// and often (an idle thread polling, as the pipeline's `release_poller` does). Thread-safe.
   void start_polling() noexcept { polled_.store(true); }
   /// @brief Ends `start_polling`: `release` wakes waiters again, and the slots parked meanwhile
   /// are handed over now. Thread-safe.

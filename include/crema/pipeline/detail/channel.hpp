@@ -1,10 +1,10 @@
 #pragma once
 
 #include <crema/core/thread_pool.hpp>
+#include <crema/pipeline/detail/channel_state.hpp>
 #include <crema/pipeline/lease.hpp>
 #include <crema/pipeline/queue_pair.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,11 +14,11 @@
 
 namespace crema::detail {
 
-// One consumer's side of a pipeline: its queue pair of slots, the numbers its batches get, and
-// what the consumer's own thread keeps (the reorder window, what it has been given). Shared by
-// the pipeline and the leases, which may outlive it.
+// One consumer's side of a pipeline: its queue pair of slots, its counters, and what the
+// consumer's own thread keeps (the reorder window, what it has been given). Shared by the
+// pipeline and the leases, which may outlive it.
 template <class Slot>
-class channel : public queue_pair<Slot, thread_pool> {
+class channel final : public queue_pair<Slot, thread_pool>, public channel_state {
  public:
   using slot_type = Slot;
 
@@ -40,15 +40,23 @@ class channel : public queue_pair<Slot, thread_pool> {
     return lease<channel>(std::move(owner), slot);
   }
 
-  // Batch numbers handed out, one per slot acquired, in the order of acquisition: every number
-  // not yet delivered holds a slot, so the consumer's next batch always has one.
-  std::atomic<std::uint64_t> numbered{0};
-  std::atomic<std::uint64_t> handed_on{0};  // batches producers gave it
-  std::atomic<std::size_t> outstanding{0};  // leases the consumer holds
-  std::atomic<std::uint64_t> consumed{0};   // batches delivered, for stats
-  std::atomic<bool> pulling{false};         // the consumer waits in a pull
-  std::atomic<std::uint64_t> wakeups{0};    // releases and pulls of it that resumed producers
-  std::atomic<std::uint64_t> returned{0};   // slots its leases gave back
+  [[nodiscard]] std::size_t queued() const override { return this->full_count(); }
+  [[nodiscard]] std::int64_t free_now() const noexcept override {
+    return this->free_slots().available();
+  }
+  [[nodiscard]] std::size_t waiting_producers() const noexcept override {
+    return this->free_slots().waiting();
+  }
+  std::size_t kick() override { return this->free_slots().kick(); }
+  void leave_waking_to_poller(bool poller_wakes) override {
+    if (poller_wakes) {
+      this->free_slots().start_polling();
+    } else {
+      this->free_slots().stop_polling();
+    }
+  }
+  void stop() override { queue_pair<Slot, thread_pool>::stop(); }
+
   // The consumer's own state: one thread at a time.
   std::vector<Slot*> reorder;
   std::uint64_t next_sequence = 0;

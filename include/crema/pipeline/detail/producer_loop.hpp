@@ -1,0 +1,342 @@
+#pragma once
+
+#include <crema/core/thread_pool.hpp>
+#include <crema/pipeline/detail/batch_slot.hpp>
+#include <crema/pipeline/detail/channel.hpp>
+#include <crema/pipeline/detail/claim_sequencer.hpp>
+#include <crema/pipeline/detail/pipeline_counters.hpp>
+#include <crema/pipeline/detail/producer_task.hpp>
+#include <crema/pipeline/detail/reader.hpp>
+#include <crema/pipeline/detail/run_state.hpp>
+#include <crema/pipeline/detail/warm_refill.hpp>
+#include <crema/pipeline/pipeline_options.hpp>
+#include <crema/pipeline/sample_context.hpp>
+#include <crema/pipeline/source.hpp>
+#include <crema/pipeline/transform.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <utility>
+
+namespace crema::detail {
+
+// What each producer coroutine does, again and again: take a free slot of the consumer whose
+// turn it is, claim the next `batch_size` records into it (in the order of the batches'
+// numbers), transform them outside the reader's lock, finish the batch, hand it on. Whatever
+// goes wrong fails the run (`run_state::fail`) naming the record; nothing escapes a producer.
+template <class Source, class Transform>
+class producer_loop {
+ public:
+  using record_type = typename Source::record_type;
+  using slot_type = batch_slot<Source, Transform>;
+  using channel_type = channel<slot_type>;
+  using clock = std::chrono::steady_clock;
+
+  // The parts it uses; all outlive the producers.
+  producer_loop(const pipeline_options& options, const Transform& prototype,
+                reader_body<Source>& reader,
+                std::span<const std::shared_ptr<channel_type>> channels,
+                claim_sequencer<thread_pool>& claims, run_state& run,
+                pipeline_counters& counters) noexcept
+      : options_(options),
+        prototype_(prototype),
+        reader_(reader),
+        channels_(channels),
+        claims_(claims),
+        run_(run),
+        counters_(counters),
+        stopping_(run.token()) {}
+
+  // Producer `id`'s coroutine; it starts when posted to the pool, and says `run_state` when it
+  // ends.
+  producer_task produce(std::size_t id) {
+    try {
+      std::optional<Transform> own;  // each producer's copy; a copy that throws fails the run
+      try {
+        own.emplace(prototype_);
+      } catch (...) {
+        run_.fail(std::current_exception(), failure_message([&] {
+                    return fmt::format("pipeline: copying the transform for producer {} failed",
+                                       id);
+                  }));
+      }
+      warm_refill warm(options_.warm_refill_wait);
+      while (own && !stopping_.stop_requested()) {
+        if (reader_.exhausted.load(std::memory_order_acquire)) break;  // a pass that is over
+        // Turns deal the consumers in order; the batch's number comes with its slot, so every
+        // number that has not been delivered holds a slot of its consumer.
+        const std::uint64_t turn = turns_.fetch_add(1, std::memory_order_relaxed);
+        const std::size_t consumer = static_cast<std::size_t>(turn % channels_.size());
+        channel_type& target = *channels_[consumer];
+        if constexpr (slot_type::reuse == slot_reuse::most_recent) {
+          if (warm.wait(&target, target.returned, [&] { return stopping_.stop_requested(); })) {
+            counters_.warm_refills.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+        const auto asked = clock::now();
+        const acquired_slot<slot_type> acquired = co_await target.free_slots().acquire();
+        if (acquired.suspended) {
+          counters_.producer_wait_ns.fetch_add(pipeline_counters::elapsed_ns(asked),
+                                               std::memory_order_relaxed);
+          counters_.suspensions[id].fetch_add(1, std::memory_order_relaxed);
+        }
+        slot_type* slot = acquired.slot;
+        if (slot == nullptr) break;  // stopped
+        slot->sequence = target.numbered.fetch_add(1, std::memory_order_relaxed);
+        const std::uint64_t ticket = slot->sequence * channels_.size() + consumer;
+        if (!co_await claims_.turn(ticket)) {  // stopped
+          target.free_slots().release(slot);
+          break;
+        }
+        std::optional<failure_note> failure;
+        const auto filling = clock::now();
+        const bool handed_on = fill(*slot, ticket, id, *own, failure);
+        if (handed_on) {
+          target.handed_on.fetch_add(1, std::memory_order_relaxed);
+          counters_.batches_produced.fetch_add(1, std::memory_order_relaxed);
+          counters_.records_produced.fetch_add(slot->size, std::memory_order_relaxed);
+          if constexpr (slot_type::reuse == slot_reuse::most_recent) {
+            warm.handing_on(&target, target.returned.load(std::memory_order_acquire),
+                            clock::now() - filling);
+          }
+          target.push(slot);
+        } else {
+          target.free_slots().release(slot);
+        }
+        if (failure) {
+          run_.fail(failure->cause, std::move(failure->message));
+          break;
+        }
+        if (!handed_on) break;  // end of a single pass, or stop
+      }
+    } catch (...) {
+      run_.fail(std::current_exception(),
+                failure_message([&] { return fmt::format("pipeline: producer {} failed", id); }));
+    }
+    finish_producer();
+  }
+
+ private:
+  // A failure found while filling a slot, reported once the records before it are handed on.
+  struct failure_note {
+    std::exception_ptr cause;
+    std::string message;
+  };
+
+  // Whether the transform is given a sample context (else filling one per record is skipped).
+  static constexpr bool wants_context =
+      slot_type::holds_batch || takes_context<Transform, record_type>();
+
+  // Claims the records of batch `ticket` into `slot` (then lets the next ticket claim),
+  // transforms them and finishes the batch; returns whether the slot holds a batch to hand on.
+  // It holds none at the end of a single pass or on stop (size 0). On a failure, `failure`
+  // says what failed, and the records before the failing one stay in the slot as a short
+  // batch: no record read before a failure is lost.
+  bool fill(slot_type& slot, std::uint64_t ticket, std::size_t producer, Transform& transform,
+            std::optional<failure_note>& failure) {
+    try {
+      claim(slot);
+    } catch (...) {
+      // The origin of the record being read (none if the lock itself failed).
+      const record_origin at =
+          slot.size < slot.origins.size() ? slot.origins[slot.size] : record_origin{};
+      failure = failure_note{std::current_exception(), failure_message([&] {
+                               return fmt::format(
+                                   "pipeline: source {} failed reading record {} (pass {})",
+                                   reader_.key, at.position, at.epoch);
+                             })};
+    }
+    claims_.done(ticket);
+    std::size_t i = 0;
+    try {
+      sample_context context = context_for(slot, producer);
+      if constexpr (prefetching_record_source<Source>) {
+        if (slot.size > 0) Source::prefetch(slot.record(0));
+      }
+      for (; i < slot.size; ++i) {
+        if constexpr (prefetching_record_source<Source>) {
+          // The next record comes from memory while this one is transformed.
+          if (i + 1 < slot.size) Source::prefetch(slot.record(i + 1));
+        }
+        if (stopping_.stop_requested()) {  // stop waits for one record, not a batch
+          slot.size = 0;
+          return false;
+        }
+        if constexpr (wants_context) {
+          context.epoch = slot.origins[i].epoch;
+          context.position = slot.origins[i].position;
+          context.index = i;
+        }
+        run_transform(transform, slot, i, context);
+      }
+    } catch (...) {
+      const record_origin at = slot.origins[i];
+      const std::string key = record_key(slot, i);  // empty if the key fails too
+      failure = failure_note{std::current_exception(), failure_message([&] {
+                               return fmt::format(
+                                   "pipeline: transform failed on record {} (pass {}) of {}{}",
+                                   at.position, at.epoch, reader_.key, key);
+                             })};
+      slot.size = i;
+    }
+    if (slot.size == 0) return false;
+    if constexpr (finishing_batch<typename batch_type_of<Transform, record_type>::type>) {
+      try {
+        slot.batch->finish(slot.info());
+      } catch (...) {
+        if (!failure) {
+          failure = failure_note{std::current_exception(), failure_message([&] {
+                                   return fmt::format(
+                                       "pipeline: finishing batch {} of consumer {} ({}, pass {} "
+                                       "from record {}) failed",
+                                       slot.sequence, slot.consumer, reader_.key, slot.epoch,
+                                       slot.first_position);
+                                 })};
+        }
+        return false;  // a batch whose finishing step failed is not handed on
+      }
+    }
+    return true;
+  }
+
+  sample_context context_for(const slot_type& slot, std::size_t producer) const noexcept {
+    sample_context context;
+    context.seed = options_.seed;
+    context.producer = producer;
+    context.consumer = slot.consumer;
+    context.sequence = slot.sequence;
+    if constexpr (keyed_record_source<Source>) {
+      sample_context_keys::attach(
+          context, &reader_.source, [](const void* source, const void* record) {
+            return std::string(static_cast<const Source*>(source)->record_key(
+                *static_cast<const record_type*>(record)));
+          });
+    }
+    return context;
+  }
+
+  static void run_transform(Transform& transform, slot_type& slot, std::size_t i,
+                            sample_context& context) {
+    const auto& record = slot.record(i);  // a view of the slot's copy lives to the end here
+    if constexpr (wants_context) sample_context_keys::point_at(context, &record);
+    if constexpr (slot_type::holds_batch) {
+      std::invoke(transform, record, *slot.batch, std::as_const(context));
+    } else {
+      transform_item(transform, record, slot.items[i], context);
+    }
+  }
+
+  // " (key K)" for sources that name their records; empty when the source cannot say, even
+  // if asking it throws: the error being reported matters more than its key.
+  std::string record_key(const slot_type& slot, std::size_t i) const noexcept {
+    if constexpr (keyed_record_source<Source>) {
+      try {
+        return fmt::format(" (key {})", reader_.source.record_key(slot.record(i)));
+      } catch (...) {
+        return {};
+      }
+    } else {
+      (void)slot;
+      (void)i;
+      return {};
+    }
+  }
+
+  // Under the reader's lock: the next `batch_size` records, rewinding in repeat mode. Each
+  // record's origin is noted before it is read, so a failure names the record being read; a
+  // source whose records do not stay valid has each copied into the slot before the next is
+  // read. A stop is seen between records: a slow source holds a stop up by one record at most.
+  void claim(slot_type& slot) {
+    std::scoped_lock lock(reader_.mutex);
+    slot.size = 0;
+    slot.padding = 0;
+    slot.epoch = reader_.epoch;
+    slot.first_position = reader_.source.position();
+    while (slot.size < options_.batch_size) {
+      if (stopping_.stop_requested()) {
+        slot.size = 0;
+        return;
+      }
+      record_origin& origin = slot.origins[slot.size];
+      origin = {reader_.epoch, reader_.source.position()};
+      const record_type* record =
+          reader_.exhausted.load(std::memory_order_relaxed) ? nullptr : reader_.source.next();
+      if (record == nullptr) {
+        if (options_.mode == pipeline_mode::single_pass) {
+          reader_.exhausted.store(true, std::memory_order_release);
+          finish_last_batch(slot);
+          break;
+        }
+        reader_.source.rewind();
+        ++reader_.epoch;
+        counters_.epochs.fetch_add(1, std::memory_order_relaxed);
+        origin = {reader_.epoch, 0};
+        record = reader_.source.next();
+        if (record == nullptr) {
+          fail<pipeline_error>("pipeline: source {} has no records to repeat", reader_.key);
+        }
+      }
+      if (slot.size == 0) {
+        slot.epoch = origin.epoch;
+        slot.first_position = origin.position;
+      }
+      slot.keep(*record);
+      ++slot.size;
+    }
+  }
+
+  // The last batch of a single pass, short of records: kept, dropped or padded, as asked.
+  void finish_last_batch(slot_type& slot) {
+    if (slot.size == 0 || slot.size == options_.batch_size) return;
+    if (options_.last_batch == partial_batch::drop) {
+      slot.size = 0;
+    } else if (options_.last_batch == partial_batch::pad) {
+      const std::size_t records = slot.size;
+      while (slot.size < options_.batch_size) {
+        const std::size_t repeat = (slot.size - records) % records;
+        slot.origins[slot.size] = slot.origins[repeat];
+        slot.keep(slot.record(repeat));
+        ++slot.size;
+      }
+      slot.padding = options_.batch_size - records;
+    }
+  }
+
+  // The last producer out closes a finished single pass: each consumer learns its total, the
+  // batches handed to it. Claims are made in ticket order and every claim after the end is
+  // empty, so those are its numbers 0 .. total - 1.
+  void finish_producer() noexcept {
+    run_.producer_ends([&]() noexcept {
+      try {
+        for (const auto& target : channels_) {
+          target->end_marker.sequence = target->handed_on.load(std::memory_order_relaxed);
+          target->push(&target->end_marker);
+        }
+      } catch (...) {
+        run_.fail(std::current_exception(),
+                  failure_message([] { return std::string("pipeline: ending the pass failed"); }));
+      }
+    });
+  }
+
+  const pipeline_options options_;  // a copy: read per record, one load closer
+  const Transform& prototype_;
+  reader_body<Source>& reader_;
+  std::span<const std::shared_ptr<channel_type>> channels_;
+  claim_sequencer<thread_pool>& claims_;
+  run_state& run_;
+  pipeline_counters& counters_;
+  const std::stop_token stopping_;       // the run's, read per record
+  std::atomic<std::uint64_t> turns_{0};  // deals the consumers to producers in turn
+};
+
+}  // namespace crema::detail
