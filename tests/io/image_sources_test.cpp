@@ -7,6 +7,7 @@
 #include <crema/io/image/image_list_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/resume_check.hpp"
 #include "common/scratch_directory.hpp"
 #include "common/watchdog.hpp"
 
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -60,6 +62,11 @@ std::string text_of(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
+// A record's digest for the resume checks: its file and label.
+std::uint64_t file_digest(const crema::image_file& file) {
+  return std::hash<std::string>{}(file.path()) * 31 + static_cast<std::uint64_t>(file.label);
+}
+
 }  // namespace
 
 TEST_SUITE("image_file_reader") {
@@ -78,8 +85,9 @@ TEST_SUITE("image_file_reader") {
     CHECK(reader.read(crema::image_file{root, "big.jpg", 0, {}, 0}).data() == buffer);
   }
 
-  TEST_CASE("a missing, empty, oversized file or a folder is an io_error naming it, and for a "
-            "listed file its line") {
+  TEST_CASE(
+      "a missing, empty, oversized file or a folder is an io_error naming it, and for a "
+      "listed file its line") {
     scratch_directory scratch("reader-errors");
     const std::string root = scratch.path().string();
     write_file(scratch.path() / "empty.jpg", "");
@@ -131,8 +139,9 @@ TEST_SUITE("image_folder_source") {
     return root;
   }
 
-  TEST_CASE("classes are the sorted folder names and files come in torchvision's order: by "
-            "folder path, then name, sub-folders included, other extensions left out") {
+  TEST_CASE(
+      "classes are the sorted folder names and files come in torchvision's order: by "
+      "folder path, then name, sub-folders included, other extensions left out") {
     scratch_directory scratch("folder-order");
     crema::image_folder_source source(make_tree(scratch.path()));
     CHECK(source.classes() == std::vector<std::string>{"ca", "cat", "dog", "zebra"});
@@ -146,8 +155,9 @@ TEST_SUITE("image_folder_source") {
     CHECK(one_pass(source) == expected);
   }
 
-  TEST_CASE("extensions choose the files, compared without case, and a class left with none "
-            "is refused, as ImageFolder refuses it") {
+  TEST_CASE(
+      "extensions choose the files, compared without case, and a class left with none "
+      "is refused, as ImageFolder refuses it") {
     scratch_directory scratch("folder-extensions");
     make_tree(scratch.path());
     crema::image_folder_source source(scratch.path(),
@@ -160,8 +170,9 @@ TEST_SUITE("image_folder_source") {
                             scratch.path().string()));
   }
 
-  TEST_CASE("a record names its file, and reading it gives the file's bytes, even after the "
-            "source has moved") {
+  TEST_CASE(
+      "a record names its file, and reading it gives the file's bytes, even after the "
+      "source has moved") {
     scratch_directory scratch("folder-read");
     crema::image_folder_source first(make_tree(scratch.path()));
     const crema::image_file* record = first.next();
@@ -176,8 +187,9 @@ TEST_SUITE("image_folder_source") {
     CHECK(moved.key() == "image_folder:" + scratch.path().string());
   }
 
-  TEST_CASE("a folder that is missing, a file, without classes or with an empty class is a "
-            "config_error naming it") {
+  TEST_CASE(
+      "a folder that is missing, a file, without classes or with an empty class is a "
+      "config_error naming it") {
     scratch_directory scratch("folder-errors");
     const fs::path root = scratch.path();
     CHECK(message_of<crema::config_error>([&] { crema::image_folder_source(root / "none"); }) ==
@@ -231,22 +243,39 @@ TEST_SUITE("image_folder_source") {
       }
     }
   }
+
+  TEST_CASE("a folder pipeline stopped anywhere resumes exactly, sharded and shuffled") {
+    crema::test::watchdog guard(60s, "image folder resume");
+    scratch_directory scratch("folder-resume");
+    make_tree(scratch.path());
+    const auto make = [&] {
+      crema::image_folder_source source(scratch.path());
+      source.shard(1, 2);
+      source.shuffle(4);
+      return source;
+    };
+    crema::test::check_resumes_exactly(
+        make, file_digest,
+        {.batch_size = 2, .prefetch = 2, .producers = 2, .threads = 2, .consumers = 2, .seed = 8},
+        12, {0, 1, 2, 5, 6, 9, 11});
+  }
 }
 
 TEST_SUITE("image_list_source") {
-  TEST_CASE("a list gives its files in order with their labels and lines: paths with spaces, "
-            "CRLF endings, blank lines, negative labels") {
+  TEST_CASE(
+      "a list gives its files in order with their labels and lines: paths with spaces, "
+      "CRLF endings, blank lines, negative labels") {
     scratch_directory scratch("list-parse");
     write_file(scratch.path() / "list.txt",
                "a/one.jpg 3\r\n\n  b/two words.jpg\t-1\nc/three.png 2147483647\n   \n"
                "./d/../d/four.jpg 0");
     crema::image_list_source source(scratch.path() / "list.txt", scratch.path() / "images");
     CHECK(source.files() == 4);
-    CHECK(one_pass(source) == std::vector<std::pair<std::string, std::int32_t>>{
-                                  {"a/one.jpg", 3},
-                                  {"b/two words.jpg", -1},
-                                  {"c/three.png", 2147483647},
-                                  {"d/four.jpg", 0}});
+    CHECK(one_pass(source) ==
+          std::vector<std::pair<std::string, std::int32_t>>{{"a/one.jpg", 3},
+                                                            {"b/two words.jpg", -1},
+                                                            {"c/three.png", 2147483647},
+                                                            {"d/four.jpg", 0}});
     CHECK(source.file(1).line == 3);
     CHECK(source.file(3).line == 6);
     CHECK(source.file(2).path() == (scratch.path() / "images/c/three.png").string());
@@ -262,9 +291,9 @@ TEST_SUITE("image_list_source") {
           [&] { crema::image_list_source(list, scratch.path() / "root"); });
     };
     const std::string name = list.string();
-    CHECK(error_for("ok.jpg 1\nlonely.jpg\n") ==
-          fmt::format("image_list_source: {} line 2: expected 'path label', got 'lonely.jpg'",
-                      name));
+    CHECK(
+        error_for("ok.jpg 1\nlonely.jpg\n") ==
+        fmt::format("image_list_source: {} line 2: expected 'path label', got 'lonely.jpg'", name));
     CHECK(error_for("a.jpg cat\n") ==
           fmt::format("image_list_source: {} line 1: label 'cat' is not an integer", name));
     CHECK(error_for("a.jpg 1.5\n") ==
@@ -277,8 +306,8 @@ TEST_SUITE("image_list_source") {
                       "range of int",
                       name));
     CHECK(error_for("\n\n../outside.jpg 1\n") ==
-          fmt::format("image_list_source: {} line 3: path ../outside.jpg leaves the root {}",
-                      name, (scratch.path() / "root").string()));
+          fmt::format("image_list_source: {} line 3: path ../outside.jpg leaves the root {}", name,
+                      (scratch.path() / "root").string()));
     CHECK(error_for("a/../../b.jpg 1\n").find("line 1: path a/../../b.jpg leaves the root") !=
           std::string::npos);
     CHECK(error_for("/etc/passwd 1\n").find("line 1: path /etc/passwd leaves the root") !=
@@ -286,9 +315,9 @@ TEST_SUITE("image_list_source") {
     CHECK(error_for("a/.. 1\n") ==
           fmt::format("image_list_source: {} line 1: path 'a/..' names no file", name));
     CHECK(error_for("\n  \n") == fmt::format("image_list_source: list {} names no file", name));
-    CHECK(message_of<crema::io_error>([&] {
-            crema::image_list_source(scratch.path() / "none.txt", scratch.path());
-          }) == fmt::format("image list {}: does not exist", (scratch.path() / "none.txt").string()));
+    CHECK(message_of<crema::io_error>(
+              [&] { crema::image_list_source(scratch.path() / "none.txt", scratch.path()); }) ==
+          fmt::format("image list {}: does not exist", (scratch.path() / "none.txt").string()));
   }
 
   TEST_CASE("a listed file that is missing is an error at read time naming it and its line") {
@@ -322,7 +351,8 @@ TEST_SUITE("image_list_source") {
       }
     };
     crema::double_buffered_pipeline pipe{
-        std::move(source), read_file{},
+        std::move(source),
+        read_file{},
         {.batch_size = 7, .producers = 3, .threads = 2, .mode = crema::pipeline_mode::single_pass}};
     std::map<int, int> seen;
     for (auto batch : pipe.consumer(0)) {
@@ -332,6 +362,27 @@ TEST_SUITE("image_list_source") {
       }
     }
     CHECK(seen.size() == 60);
-    CHECK(std::all_of(seen.begin(), seen.end(), [](const auto& entry) { return entry.second == 1; }));
+    CHECK(
+        std::all_of(seen.begin(), seen.end(), [](const auto& entry) { return entry.second == 1; }));
+  }
+
+  TEST_CASE("a list pipeline stopped anywhere resumes exactly, across passes") {
+    crema::test::watchdog guard(60s, "image list resume");
+    scratch_directory scratch("list-resume");
+    std::string list;
+    for (int i = 0; i < 13; ++i) {
+      write_file(scratch.path() / fmt::format("images/{}.jpg", i), "x");
+      list += fmt::format("{}.jpg {}\n", i, i % 3);
+    }
+    write_file(scratch.path() / "list.txt", list);
+    const auto make = [&] {
+      crema::image_list_source source(scratch.path() / "list.txt", scratch.path() / "images");
+      source.shuffle(2);
+      return source;
+    };
+    crema::test::check_resumes_exactly(
+        make, file_digest,
+        {.batch_size = 3, .prefetch = 3, .producers = 3, .threads = 2, .seed = 6}, 16,
+        {0, 1, 4, 5, 9, 13, 15});
   }
 }

@@ -8,6 +8,7 @@
 #include <crema/io/lmdb/lmdb_writer.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/resume_check.hpp"
 #include "common/scratch_directory.hpp"
 #include "common/watchdog.hpp"
 
@@ -21,9 +22,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -252,8 +255,9 @@ TEST_SUITE("lmdb") {
     }
   }
 
-  TEST_CASE("in order and permuted, the source reads exactly the records its shard cursor names, "
-            "in every shard and epoch, and reports the cursor") {
+  TEST_CASE(
+      "in order and permuted, the source reads exactly the records its shard cursor names, "
+      "in every shard and epoch, and reports the cursor") {
     scratch_directory scratch("lmdb-cursor");
     const fs::path path = make_dataset(scratch.path() / "db", 29);
     for (const bool permuted : {false, true}) {
@@ -441,5 +445,27 @@ TEST_SUITE("lmdb") {
       CHECK(what.find("record 17") != std::string::npos);
     }
     CHECK(labels == iota(17));  // everything before it arrived, nothing after
+  }
+  TEST_CASE("an LMDB pipeline stopped anywhere resumes exactly, in every read mode") {
+    crema::test::watchdog guard(60s, "lmdb resume");
+    scratch_directory scratch("lmdb-resume");
+    const fs::path path = make_dataset(scratch.path() / "db", 29);
+    const auto digest = [](const crema::lmdb_record& record) {
+      return std::hash<std::string_view>{}(record.key_text()) ^ (record.value.size() << 1);
+    };
+    for (const int mode : {0, 1, 2}) {
+      CAPTURE(mode);
+      const auto make = [&] {
+        crema::lmdb_source source(
+            path,
+            {.skip = 3, .shuffle_buffer = mode == 1 ? 5U : 0U, .permute = mode == 2, .seed = 12});
+        source.shard(0, 2);
+        return source;
+      };
+      crema::test::check_resumes_exactly(
+          make, digest,
+          {.batch_size = 4, .prefetch = 2, .producers = 2, .threads = 2, .consumers = 2, .seed = 3},
+          14, {0, 1, 3, 4, 7, 8, 12, 13});
+    }
   }
 }

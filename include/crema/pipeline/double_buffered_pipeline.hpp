@@ -217,6 +217,12 @@ class double_buffered_pipeline {
   /// requests the stop and returns without waiting, since the caller is one of those producers.
   void stop() { engine_->stop_and_wait(); }
 
+  /// @brief Where the pipeline stands, to save at a checkpoint and give back as
+  /// `pipeline_options::resume_from`: the first batch no consumer has been given yet (records
+  /// the producers read ahead are not counted). Call it between pulls, while no consumer pulls.
+  /// @throws crema::config_error unless the pipeline is `ordered` and reads its own reader
+  [[nodiscard]] pipeline_position position() const { return engine_->position(); }
+
   /// @return a snapshot of the counters; thread-safe, never blocks
   [[nodiscard]] pipeline_stats stats() const { return engine_->snapshot(); }
   /// @return the options the pipeline was built with

@@ -1,10 +1,12 @@
 #pragma once
 
+#include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace crema {
 
@@ -22,6 +24,21 @@ enum class partial_batch {
   /// fill it up with its own first records again, in order (each with its own origin, so the
   /// same augmentations); `padding()` says how many records at its end are repeats
   pad,
+};
+
+/// @brief Where a pipeline stands: the first batch no consumer has been given yet. A small value
+/// to save with the model at a checkpoint (`double_buffered_pipeline::position()`) and give back
+/// as `pipeline_options::resume_from`: the resumed pipeline delivers the batches the stopped one
+/// would have delivered next, records, augmentations and batch numbers included. Records the
+/// producers had read ahead are read again.
+struct pipeline_position {
+  /// its number among all the pipeline's batches (batch g goes to consumer g mod `consumers`,
+  /// as that consumer's batch g / `consumers`): the batches before it were delivered
+  std::uint64_t batch = 0;
+  std::uint64_t epoch = 0;       ///< the pass over the source its first record belongs to
+  record_position position = 0;  ///< its first record's position in that pass
+
+  friend bool operator==(const pipeline_position&, const pipeline_position&) = default;
 };
 
 /// @brief How a pipeline is built. Every count must be at least 1, and the slots they add up to
@@ -48,6 +65,14 @@ struct pipeline_options {
   /// more than an eighth of the shortest of the producer's last four fills; none under 10 µs).
   /// Zero: producers take the next free slot at once.
   std::chrono::microseconds warm_refill_wait{200};
+  /// Starts where a stopped pipeline's `position()` said it stood, rather than where the source
+  /// stands: the source's pass is set (`set_epoch`, for a source that has one: its own epoch
+  /// plus the position's) and sought to the position, the pass counter that keys the
+  /// augmentations starts at the position's epoch, and batch numbers go on from its batch. Build
+  /// the source as for the stopped run (the same shard, shuffle and seed); a source without
+  /// `set_epoch` must visit every pass in the same order. Not with a `registry`: a shared reader
+  /// is positioned by its first pipeline.
+  std::optional<pipeline_position> resume_from = std::nullopt;
 };
 
 /// @brief How a pull with a deadline ended.

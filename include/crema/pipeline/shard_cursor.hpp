@@ -62,8 +62,8 @@ class shard_cursor {
   void seek(record_position position, std::string_view who, std::string_view key) {
     if (position > size()) {
       detail::fail<config_error>(
-          "{}: position {} is past the end of {} (shard {} of {} holds {} records)", who,
-          position, key, rank_, world_, size());
+          "{}: position {} is past the end of {} (shard {} of {} holds {} records)", who, position,
+          key, rank_, world_, size());
     }
     position_ = position;
   }

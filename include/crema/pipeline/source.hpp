@@ -69,6 +69,16 @@ concept prefetching_record_source = record_source<Source> &&
   noexcept;
 };
 
+/// @brief A source that says which pass it reads (`epoch()`) and can be set to one
+/// (`set_epoch(epoch)`, from the pass's start): one whose passes differ, as a shuffled one's do,
+/// so that a pipeline resumed mid-run reads the pass the stopped one was reading.
+template <class Source>
+concept epoch_record_source = record_source<Source> &&
+    requires(Source& source, const Source& const_source, std::uint64_t epoch) {
+  { const_source.epoch() } -> std::convertible_to<std::uint64_t>;
+  source.set_epoch(epoch);
+};
+
 /// @brief How a pipeline keeps its own copy of a record from a source whose records do not stay
 /// valid: an owning `storage_type`, `store(record, storage)` (reusing the storage's memory, so
 /// the steady state does not allocate), and `view(storage)`, which gives the transform a record

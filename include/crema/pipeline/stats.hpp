@@ -42,10 +42,10 @@ struct pipeline_stats {
   /// larger than a core's cache, what keeps their stores in it (only for slots the host alone
   /// uses, and only where a fill takes long beside the wait).
   std::uint64_t warm_refills = 0;
-  std::size_t queued_batches = 0;          ///< full batches waiting for their consumer now
-  std::size_t free_slots = 0;              ///< slots free for producers now
-  std::size_t waiting_producers = 0;       ///< producers suspended for a free slot now
-  std::vector<consumer_stats> consumers;   ///< per consumer, by index
+  std::size_t queued_batches = 0;         ///< full batches waiting for their consumer now
+  std::size_t free_slots = 0;             ///< slots free for producers now
+  std::size_t waiting_producers = 0;      ///< producers suspended for a free slot now
+  std::vector<consumer_stats> consumers;  ///< per consumer, by index
   /// A consumer that holds the others back now: a consumer is waiting in a pull while every
   /// running producer waits for a free slot of this one (it stopped pulling, or holds its leases).
   std::optional<std::size_t> held_back_by;
@@ -74,7 +74,8 @@ struct fmt::formatter<crema::pipeline_stats> {
         stats.queued_batches, stats.free_slots, stats.waiting_producers,
         milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
         stats.producer_suspensions, stats.producer_wakeups);
-    if (stats.warm_refills != 0) out = fmt::format_to(out, ", {} refilled warm", stats.warm_refills);
+    if (stats.warm_refills != 0)
+      out = fmt::format_to(out, ", {} refilled warm", stats.warm_refills);
     if (stats.held_back_by)
       out = fmt::format_to(out, ", held back by consumer {}", *stats.held_back_by);
     return out;

@@ -18,20 +18,24 @@ namespace crema {
 /// `finish(const batch_info&)`, the producer calls it after the batch's last record and before
 /// handing the batch on: the place to start an asynchronous upload (`device_batch` does).
 template <class Transform, class Record>
-concept batch_transform = requires { typename Transform::batch_type; } &&
-    std::move_constructible<typename Transform::batch_type> &&
-    requires(const Transform& transform, const batch_context& where) {
+concept batch_transform = requires {
+  typename Transform::batch_type;
+}
+&&std::move_constructible<typename Transform::batch_type>&& requires(const Transform& transform,
+                                                                     const batch_context& where) {
   { transform.make_batch(where) } -> std::same_as<typename Transform::batch_type>;
-} && std::invocable<Transform&, const Record&, typename Transform::batch_type&,
-                    const sample_context&>;
+}
+&&std::invocable<Transform&, const Record&, typename Transform::batch_type&, const sample_context&>;
 
 /// @brief A transform that fills a preallocated item in place: `transform(record, item)` or
 /// `transform(record, item, context)`, naming its item type (`using item_type = ...;`). The items
 /// are made once per slot (so the item type must be default-constructible) and reused: the steady
 /// state allocates nothing.
 template <class Transform, class Record>
-concept in_place_transform = requires { typename Transform::item_type; } &&
-    std::default_initializable<typename Transform::item_type> &&
+concept in_place_transform = requires {
+  typename Transform::item_type;
+}
+&&std::default_initializable<typename Transform::item_type> &&
     (std::invocable<Transform&, const Record&, typename Transform::item_type&> ||
      std::invocable<Transform&, const Record&, typename Transform::item_type&,
                     const sample_context&>);
@@ -84,8 +88,10 @@ struct batch_type_of<Transform, Record> {
 
 // A transform that names an item type that cannot be made ahead of time.
 template <class Transform>
-concept names_unmakeable_item = requires { typename Transform::item_type; } &&
-    !std::default_initializable<typename Transform::item_type>;
+concept names_unmakeable_item = requires {
+  typename Transform::item_type;
+}
+&&!std::default_initializable<typename Transform::item_type>;
 
 // The per-record type a slot holds for the per-item forms (void for the batch form).
 template <class Transform, class Record>
@@ -93,14 +99,13 @@ struct item_type_of {
   using type = void;
 };
 template <class Transform, class Record>
-requires(!batch_transform<Transform, Record> && in_place_transform<Transform, Record>)
-struct item_type_of<Transform, Record> {
+requires(!batch_transform<Transform, Record> &&
+         in_place_transform<Transform, Record>) struct item_type_of<Transform, Record> {
   using type = typename Transform::item_type;
 };
 template <class Transform, class Record>
 requires(!batch_transform<Transform, Record> && !in_place_transform<Transform, Record> &&
-         item_transform<Transform, Record>)
-struct item_type_of<Transform, Record> {
+         item_transform<Transform, Record>) struct item_type_of<Transform, Record> {
   using type = typename returned_item<Transform, Record>::type;
 };
 
@@ -123,7 +128,9 @@ void transform_item(Transform& transform, const Record& record, Item& item,
 
 // Whether a batch object has the per-batch finishing step.
 template <class Batch>
-concept finishing_batch = requires(Batch& batch, const batch_info& info) { batch.finish(info); };
+concept finishing_batch = requires(Batch& batch, const batch_info& info) {
+  batch.finish(info);
+};
 
 }  // namespace detail
 }  // namespace crema

@@ -27,6 +27,15 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
       : queue_pair<Slot, thread_pool>(prefetch, std::forward<Factory>(make), pool, Slot::reuse),
         reorder(prefetch, nullptr) {}
 
+  // A resumed pipeline's consumer: its batches numbered below `delivered` were delivered by the
+  // stopped pipeline, so numbering and delivery go on from there.
+  void start_at(std::uint64_t delivered_before) noexcept {
+    numbered.store(delivered_before, std::memory_order_relaxed);
+    handed_on.store(delivered_before, std::memory_order_relaxed);
+    next_sequence = delivered_before;
+    delivered = delivered_before;
+  }
+
   // Takes back a slot a lease held; counted once the slot is free, so that a producer waiting
   // for it (`warm_refill`) finds it at the top of the free list.
   void release(Slot* slot) {

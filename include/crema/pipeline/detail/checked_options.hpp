@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -41,6 +42,16 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
     fail<config_error>(
         "pipeline: warm_refill_wait must be from 0 to 1 s (0 never waits), got {} us",
         chosen.warm_refill_wait.count());
+  }
+  if (chosen.resume_from && chosen.registry != nullptr) {
+    fail<config_error>(
+        "pipeline: resume_from positions a pipeline's own reader, not one shared through a "
+        "registry; resume without the registry");
+  }
+  if (chosen.resume_from && chosen.resume_from->batch >= (std::uint64_t{1} << 62)) {
+    fail<config_error>(
+        "pipeline: resume_from batch {} is past the batches a pipeline numbers (2^62)",
+        chosen.resume_from->batch);
   }
   const auto slots = checked_mul(chosen.consumers, chosen.prefetch);
   const auto records = slots ? checked_mul(*slots, chosen.batch_size) : std::nullopt;

@@ -20,7 +20,9 @@ namespace crema::detail {
 template <class Executor>
 class claim_sequencer {
  public:
-  claim_sequencer(Executor& executor, std::size_t capacity) : executor_(&executor) {
+  // `first`: the ticket whose turn comes first (a resumed pipeline's first batch).
+  claim_sequencer(Executor& executor, std::size_t capacity, std::uint64_t first = 0)
+      : executor_(&executor), next_(first) {
     waiting_.reserve(capacity);
   }
 
@@ -102,7 +104,7 @@ class claim_sequencer {
   Executor* executor_;
   std::mutex mutex_;
   std::vector<waiter> waiting_;  // under mutex_
-  std::atomic<std::uint64_t> next_{0};
+  std::atomic<std::uint64_t> next_;
   std::atomic<bool> stopped_{false};
   std::atomic<std::size_t> waiting_count_{0};
 };

@@ -54,10 +54,11 @@ class pipeline_engine {
   pipeline_engine(Source&& from, Transform&& prototype, const pipeline_options& chosen)
       : options_(checked_options(chosen, footprint())),
         prototype_(std::move(prototype)),
-        reader_(share_reader(std::move(from), options_)),
+        reader_(open_reader(std::move(from), options_)),
+        first_batch_(options_.resume_from ? options_.resume_from->batch : 0),
         counters_(options_.producers),
         pool_(options_.threads, &poller_),
-        claims_(pool_, options_.producers),
+        claims_(pool_, options_.producers, first_batch_),
         channels_(make_channels()),
         states_(states_of(channels_)),
         stopping_(run_.token(), stop_claims_and_channels{claims_, states_}),
@@ -88,6 +89,22 @@ class pipeline_engine {
     return delivery_.pull(index, kind, deadline);
   }
 
+  // The first batch no consumer has been given; see `double_buffered_pipeline::position`.
+  [[nodiscard]] pipeline_position position() const {
+    if (!options_.ordered || options_.registry != nullptr) {
+      fail<config_error>(
+          "pipeline: position() needs an ordered pipeline with a reader of its own (ordered {}, "
+          "registry {}): batches delivered out of order, or records read by another pipeline, "
+          "leave no single point to resume from",
+          options_.ordered, options_.registry != nullptr ? "set" : "none");
+    }
+    std::uint64_t lowest = ~std::uint64_t{0};
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      lowest = std::min<std::uint64_t>(lowest, channels_[c]->next_sequence * channels_.size() + c);
+    }
+    return producers_.start_of(lowest);
+  }
+
   [[nodiscard]] pipeline_stats snapshot() const {
     return counters_.snapshot(states_, run_.producers_alive(), claims_.waiting());
   }
@@ -106,6 +123,14 @@ class pipeline_engine {
     return {sizeof(const record_type*) + per_item + sizeof(record_origin) +
                 (Source::records_are_stable ? 0 : sizeof(typename slot_type::storage_type)),
             sizeof(Transform) + 1024};
+  }
+
+  // The reader, where the options say it starts.
+  static std::shared_ptr<reader_body<Source>> open_reader(Source&& from,
+                                                          const pipeline_options& options) {
+    auto reader = share_reader(std::move(from), options);
+    if (options.resume_from) resume_reader(*reader, *options.resume_from);
+    return reader;
   }
 
   std::vector<std::shared_ptr<channel_type>> make_channels() {
@@ -127,6 +152,9 @@ class pipeline_engine {
             return slot;
           },
           pool_));
+      // A resumed pipeline: this consumer's batches below the first were delivered before.
+      const std::uint64_t count = options_.consumers;
+      one->start_at((first_batch_ + count - 1 - consumer) / count);
       // A consumer's release wakes a waiting producer once per half its slots, not once per
       // slot: the wake-up (a system call when the producer's thread sleeps) is the largest
       // cost left on the consumer's thread. Consumers kick before they wait.
@@ -146,6 +174,7 @@ class pipeline_engine {
   const pipeline_options options_;
   const Transform prototype_;
   std::shared_ptr<reader_body<Source>> reader_;
+  const std::uint64_t first_batch_;  // 0, or the batch a resumed pipeline starts from
   run_state run_;
   pipeline_counters counters_;
   release_poller poller_;  // armed once the channels exist

@@ -26,6 +26,7 @@
 #include <stop_token>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace crema::detail {
 
@@ -54,7 +55,20 @@ class producer_loop {
         claims_(claims),
         run_(run),
         counters_(counters),
-        stopping_(run.token()) {}
+        stopping_(run.token()),
+        turns_(options.resume_from ? options.resume_from->batch : 0),
+        starts_(channels.size() * options.prefetch) {}
+
+  // Where batch `ticket` starts: noted when its claim began, or, for a batch not yet claimed
+  // (claims go in ticket order, so it is the next), where the reader stands. Exact for the
+  // lowest batch not yet delivered: every batch claimed after it holds one of the consumers'
+  // slots, so fewer than `starts_.size()` of them are between, and its note stays.
+  pipeline_position start_of(std::uint64_t ticket) const {
+    std::scoped_lock lock(reader_.mutex);
+    const claim_start& noted = starts_[ticket % starts_.size()];
+    if (noted.ticket == ticket) return {ticket, noted.epoch, noted.position};
+    return {ticket, reader_.epoch, reader_.source.position()};
+  }
 
   // Producer `id`'s coroutine; it starts when posted to the pool, and says `run_state` when it
   // ends.
@@ -126,6 +140,13 @@ class producer_loop {
   }
 
  private:
+  // Where a batch's claim began: the reader's pass and position then.
+  struct claim_start {
+    std::uint64_t ticket = ~std::uint64_t{0};  // none
+    std::uint64_t epoch = 0;
+    record_position position = 0;
+  };
+
   // A failure found while filling a slot, reported once the records before it are handed on.
   struct failure_note {
     std::exception_ptr cause;
@@ -144,7 +165,7 @@ class producer_loop {
   bool fill(slot_type& slot, std::uint64_t ticket, std::size_t producer, Transform& transform,
             std::optional<failure_note>& failure) {
     try {
-      claim(slot);
+      claim(slot, ticket);
     } catch (...) {
       // The origin of the record being read (none if the lock itself failed).
       const record_origin at =
@@ -255,8 +276,9 @@ class producer_loop {
   // record's origin is noted before it is read, so a failure names the record being read; a
   // source whose records do not stay valid has each copied into the slot before the next is
   // read. A stop is seen between records: a slow source holds a stop up by one record at most.
-  void claim(slot_type& slot) {
+  void claim(slot_type& slot, std::uint64_t ticket) {
     std::scoped_lock lock(reader_.mutex);
+    starts_[ticket % starts_.size()] = {ticket, reader_.epoch, reader_.source.position()};
     slot.size = 0;
     slot.padding = 0;
     slot.epoch = reader_.epoch;
@@ -335,8 +357,9 @@ class producer_loop {
   claim_sequencer<thread_pool>& claims_;
   run_state& run_;
   pipeline_counters& counters_;
-  const std::stop_token stopping_;       // the run's, read per record
-  std::atomic<std::uint64_t> turns_{0};  // deals the consumers to producers in turn
+  const std::stop_token stopping_;    // the run's, read per record
+  std::atomic<std::uint64_t> turns_;  // deals the consumers to producers in turn
+  std::vector<claim_start> starts_;   // by ticket modulo its size; under the reader's lock
 };
 
 }  // namespace crema::detail

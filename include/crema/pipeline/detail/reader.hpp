@@ -2,6 +2,7 @@
 
 #include <crema/core/error.hpp>
 #include <crema/pipeline/pipeline_options.hpp>
+#include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
 
 #include <atomic>
@@ -51,6 +52,19 @@ std::shared_ptr<reader_body<Source>> share_reader(Source&& from, const pipeline_
         key, mode_name(shared->mode), mode_name(options.mode));
   }
   return shared;
+}
+
+// Puts a reader where a stopped pipeline's position says: the pass (the source's own, for a source
+// that has passes of its own, as a shuffled one has), the position in it, and the pass counter
+// that keys the augmentations.
+// @throws crema::config_error (from the source) if the position is past the end of the pass
+template <class Source>
+void resume_reader(reader_body<Source>& reader, const pipeline_position& at) {
+  if constexpr (epoch_record_source<Source>) {
+    reader.source.set_epoch(reader.source.epoch() + at.epoch);
+  }
+  reader.source.seek(at.position);
+  reader.epoch = at.epoch;
 }
 
 }  // namespace crema::detail
