@@ -99,6 +99,28 @@ void the_emulated_device() {
   expect(stats.uploads == 1 && stats.bytes_uploaded == n * sizeof(float), "the emulated device");
 }
 
+// docs/pipeline.md
+auto make_source() { return crema::vector_source<int>(std::vector<int>(1000, 3)).shuffle(5); }
+
+void checkpoint_and_resume() {
+  const auto transform = [](int record, const crema::sample_context& context) {
+    return record + static_cast<int>(context.rng().below(100));
+  };
+  crema::double_buffered_pipeline pipe{
+      make_source(), transform, {.batch_size = 256, .ordered = true, .seed = 7}};
+  for (int step = 0; step < 5; ++step) (void)pipe.consumer().pull();
+  // at a checkpoint, between steps (no consumer pulling):
+  const crema::pipeline_position at = pipe.position();  // {batch, epoch, position}: save them
+  // on restart, with the source built as before (same shard, shuffle and seed):
+  crema::double_buffered_pipeline resumed{
+      make_source(), transform, {.batch_size = 256, .ordered = true, .seed = 7, .resume_from = at}};
+  const auto next = pipe.consumer().pull();
+  const auto again = resumed.consumer().pull();
+  expect(at.batch == 5 && at.epoch == 1 && at.position == 280, "the position counts 5 batches");
+  expect(std::ranges::equal(next->items(), again->items()) && next.sequence() == again.sequence(),
+         "the resumed pipeline delivers the next batch, augmentations included");
+}
+
 }  // namespace
 
 int main() {
@@ -108,5 +130,6 @@ int main() {
   collectives();
   solver_hooks();
   the_emulated_device();
+  checkpoint_and_resume();
   fmt::print("every snippet ran\n");
 }

@@ -384,6 +384,73 @@ TEST_SUITE("pipeline faults: consumers held back") {
     }
   }
 
+  TEST_CASE(
+      "a transform that does not return is named after hang_timeout: the producer, the "
+      "record and what it was doing") {
+    watchdog guard(30s, "hung transform");
+    crema::test::gate release;
+    const auto hangs_at_six = [&release](int record) {
+      if (record == 6) release.wait();
+      return record;
+    };
+    std::string message;
+    {
+      crema::double_buffered_pipeline pipe{
+          numbers(100), hangs_at_six, {.batch_size = 4, .prefetch = 2, .hang_timeout = 200ms}};
+      auto consumer = pipe.consumer(0);
+      REQUIRE(consumer.pull());  // records 0 to 3
+      const auto asked = std::chrono::steady_clock::now();
+      try {
+        while (consumer.pull()) {
+        }
+      } catch (const crema::pipeline_error& e) {
+        message = e.what();
+      }
+      CHECK(std::chrono::steady_clock::now() - asked >= 200ms);
+      release.open();  // the pipeline can stop once the transform returns
+    }
+    CHECK(message.find("pipeline: producer 0 has been transforming record 6 (pass 0) of ") == 0);
+    CHECK(message.find("(hang_timeout 200 ms)") != std::string::npos);
+  }
+
+  TEST_CASE("a source that does not return is named as reading its record") {
+    watchdog guard(30s, "hung source");
+    crema::test::gate release;
+    std::string message;
+    {
+      crema::double_buffered_pipeline pipe{
+          hooked_numbers(100,
+                         [&release](record_position position) {
+                           if (position == 5) release.wait();
+                         }),
+          identity,
+          {.batch_size = 4, .prefetch = 2, .producers = 2, .threads = 2, .hang_timeout = 200ms}};
+      auto consumer = pipe.consumer(0);
+      try {
+        while (consumer.pull()) {
+        }
+      } catch (const crema::pipeline_error& e) {
+        message = e.what();
+      }
+      release.open();
+    }
+    CHECK(message.find("has been reading record 5 (pass 0) of vector:hooked for ") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("a slow transform that keeps going is not taken for a hung one") {
+    watchdog guard(30s, "slow transform");
+    const auto slow = [](int record) {
+      std::this_thread::sleep_for(60ms);
+      return record;
+    };
+    // A batch takes 240 ms, longer than the timeout; each record far less.
+    crema::double_buffered_pipeline pipe{
+        numbers(100), slow, {.batch_size = 4, .prefetch = 1, .hang_timeout = 150ms}};
+    auto consumer = pipe.consumer(0);
+    for (int i = 0; i < 4; ++i) CHECK_NOTHROW(CHECK(consumer.pull()));
+  }
+
   TEST_CASE("a consumer holding its only lease is named as the one holding the others back") {
     watchdog guard(30s, "sibling holding its lease");
     crema::double_buffered_pipeline pipe{
@@ -514,6 +581,18 @@ TEST_SUITE("pipeline faults: configuration") {
     CHECK_THROWS_WITH_AS(
         make(0ms),
         "pipeline: stall_timeout must be positive (milliseconds::max() waits for ever), got 0 ms",
+        crema::config_error);
+    CHECK_THROWS_AS(make(-5ms), crema::config_error);
+    make(std::chrono::milliseconds::max());
+  }
+
+  TEST_CASE("a hang_timeout of zero or less is refused, and milliseconds::max() is accepted") {
+    const auto make = [](std::chrono::milliseconds timeout) {
+      crema::double_buffered_pipeline pipe{numbers(10), identity, {.hang_timeout = timeout}};
+    };
+    CHECK_THROWS_WITH_AS(
+        make(0ms),
+        "pipeline: hang_timeout must be positive (milliseconds::max() never looks), got 0 ms",
         crema::config_error);
     CHECK_THROWS_AS(make(-5ms), crema::config_error);
     make(std::chrono::milliseconds::max());

@@ -45,7 +45,8 @@ namespace crema {
 /// consumers of one pipeline must pull at about the same rate. One that stops pulling (or holds
 /// its leases) holds the others back once its slots are full: `pull()` then throws a
 /// `pipeline_error` naming it after `stall_timeout`, `pull_for` / `pull_until` return
-/// `pull_status::timeout`, and `stats().held_back_by` names it.
+/// `pull_status::timeout`, and `stats().held_back_by` names it. A source or transform busy with one
+/// record for `hang_timeout` is named by a waiting `pull()` the same way (producer and record).
 ///
 /// Consumers pull on their own threads: `for (auto batch : pipe.consumer(i)) use(*batch);`; the
 /// lease returns the slot when it dies. In `single_pass` mode each consumer's range ends once

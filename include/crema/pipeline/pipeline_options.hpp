@@ -60,6 +60,11 @@ struct pipeline_options {
   /// waits for that consumer's slots) before it throws a `pipeline_error` naming that consumer.
   /// `std::chrono::milliseconds::max()` waits for ever.
   std::chrono::milliseconds stall_timeout{std::chrono::seconds(60)};
+  /// How long a producer may be busy with one record (reading it from the source, transforming
+  /// it, or finishing its batch) before a blocking `pull()` that waits for it throws a
+  /// `pipeline_error` naming the producer, the record and what it was doing.
+  /// `std::chrono::milliseconds::max()` never looks.
+  std::chrono::milliseconds hang_timeout{std::chrono::seconds(60)};
   /// The longest a producer waits, before it takes a slot, for its consumer to give back the
   /// slot it handed on last, so as to refill it while its memory is in the cache (and never
   /// more than an eighth of the shortest of the producer's last four fills; none under 10 µs).

@@ -37,6 +37,11 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
         "pipeline: stall_timeout must be positive (milliseconds::max() waits for ever), got {} ms",
         chosen.stall_timeout.count());
   }
+  if (chosen.hang_timeout <= std::chrono::milliseconds::zero()) {
+    fail<config_error>(
+        "pipeline: hang_timeout must be positive (milliseconds::max() never looks), got {} ms",
+        chosen.hang_timeout.count());
+  }
   if (chosen.warm_refill_wait < std::chrono::microseconds::zero() ||
       chosen.warm_refill_wait > std::chrono::seconds(1)) {
     fail<config_error>(

@@ -5,6 +5,7 @@
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/channel.hpp>
 #include <crema/pipeline/detail/claim_sequencer.hpp>
+#include <crema/pipeline/detail/hang_watch.hpp>
 #include <crema/pipeline/detail/pipeline_counters.hpp>
 #include <crema/pipeline/detail/run_state.hpp>
 #include <crema/pipeline/detail/stall_watch.hpp>
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <utility>
 
 namespace crema::detail {
@@ -44,13 +46,16 @@ class delivery {
   // The parts it uses; all outlive the consumers' pulls (a pull holds the engine).
   delivery(const pipeline_options& options, std::span<const std::shared_ptr<channel_type>> channels,
            std::span<channel_state* const> states, const claim_sequencer<thread_pool>& claims,
-           run_state& run, pipeline_counters& counters) noexcept
+           run_state& run, pipeline_counters& counters, hang_watch& hangs,
+           std::string_view source_key) noexcept
       : options_(options),
         channels_(channels),
         states_(states),
         claims_(claims),
         run_(run),
-        counters_(counters) {}
+        counters_(counters),
+        hangs_(hangs),
+        source_key_(source_key) {}
 
   pull_result<lease_type> pull(std::size_t index, wait_kind kind, clock::time_point deadline) {
     const std::shared_ptr<channel_type>& owner = channels_[index];
@@ -124,6 +129,7 @@ class delivery {
     } finishing{counters_, target, asked};
     const bool checks_stalls = kind == wait_kind::stall_checked &&
                                options_.stall_timeout != std::chrono::milliseconds::max();
+    const bool checks_hangs = kind == wait_kind::stall_checked && hangs_.watches();
     clock::time_point next_stall_check =
         checks_stalls ? deadline_after(options_.stall_timeout) : clock::time_point::max();
     for (;;) {
@@ -135,6 +141,11 @@ class delivery {
           std::min({deadline, next_stall_check, deadline_after(kick_interval)});
       if (target.pop_until(slot, until)) return true;
       const auto now = clock::now();
+      if (checks_hangs) {
+        if (const auto hung = hangs_.look(now)) {
+          fail_hung(*hung, source_key_, options_.hang_timeout);
+        }
+      }
       if (now >= deadline) return false;
       if (now < next_stall_check) continue;
       next_stall_check = deadline_after(options_.stall_timeout);
@@ -168,6 +179,8 @@ class delivery {
   const claim_sequencer<thread_pool>& claims_;
   run_state& run_;
   pipeline_counters& counters_;
+  hang_watch& hangs_;
+  std::string_view source_key_;
 };
 
 }  // namespace crema::detail

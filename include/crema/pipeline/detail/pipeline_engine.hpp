@@ -6,6 +6,7 @@
 #include <crema/pipeline/detail/checked_options.hpp>
 #include <crema/pipeline/detail/claim_sequencer.hpp>
 #include <crema/pipeline/detail/delivery.hpp>
+#include <crema/pipeline/detail/hang_watch.hpp>
 #include <crema/pipeline/detail/pipeline_counters.hpp>
 #include <crema/pipeline/detail/producer_loop.hpp>
 #include <crema/pipeline/detail/reader.hpp>
@@ -62,8 +63,9 @@ class pipeline_engine {
         channels_(make_channels()),
         states_(states_of(channels_)),
         stopping_(run_.token(), stop_claims_and_channels{claims_, states_}),
-        producers_(options_, prototype_, *reader_, channels_, claims_, run_, counters_),
-        delivery_(options_, channels_, states_, claims_, run_, counters_) {
+        hangs_(options_.producers, options_.hang_timeout),
+        producers_(options_, prototype_, *reader_, channels_, claims_, run_, counters_, hangs_),
+        delivery_(options_, channels_, states_, claims_, run_, counters_, hangs_, reader_->key) {
     poller_.arm(states_, run_);
   }
   pipeline_engine(const pipeline_engine&) = delete;
@@ -183,6 +185,7 @@ class pipeline_engine {
   std::vector<std::shared_ptr<channel_type>> channels_;
   std::vector<channel_state*> states_;  // the same channels, as the non-template parts see them
   std::stop_callback<stop_claims_and_channels> stopping_;
+  hang_watch hangs_;
   producer_loop<Source, Transform> producers_;
   delivery<slot_type> delivery_;
 };

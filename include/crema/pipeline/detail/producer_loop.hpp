@@ -4,6 +4,7 @@
 #include <crema/pipeline/detail/batch_slot.hpp>
 #include <crema/pipeline/detail/channel.hpp>
 #include <crema/pipeline/detail/claim_sequencer.hpp>
+#include <crema/pipeline/detail/hang_watch.hpp>
 #include <crema/pipeline/detail/pipeline_counters.hpp>
 #include <crema/pipeline/detail/producer_task.hpp>
 #include <crema/pipeline/detail/reader.hpp>
@@ -46,8 +47,8 @@ class producer_loop {
   producer_loop(const pipeline_options& options, const Transform& prototype,
                 reader_body<Source>& reader,
                 std::span<const std::shared_ptr<channel_type>> channels,
-                claim_sequencer<thread_pool>& claims, run_state& run,
-                pipeline_counters& counters) noexcept
+                claim_sequencer<thread_pool>& claims, run_state& run, pipeline_counters& counters,
+                hang_watch& hangs) noexcept
       : options_(options),
         prototype_(prototype),
         reader_(reader),
@@ -55,6 +56,7 @@ class producer_loop {
         claims_(claims),
         run_(run),
         counters_(counters),
+        hangs_(hangs),
         stopping_(run.token()),
         turns_(options.resume_from ? options.resume_from->batch : 0),
         starts_(channels.size() * options.prefetch) {}
@@ -84,6 +86,7 @@ class producer_loop {
                   }));
       }
       warm_refill warm(options_.warm_refill_wait);
+      producer_progress& progress = hangs_.of(id);
       while (own && !stopping_.stop_requested()) {
         if (reader_.exhausted.load(std::memory_order_acquire)) break;  // a pass that is over
         // Turns deal the consumers in order; the batch's number comes with its slot, so every
@@ -113,7 +116,8 @@ class producer_loop {
         }
         std::optional<failure_note> failure;
         const auto filling = clock::now();
-        const bool handed_on = fill(*slot, ticket, id, *own, failure);
+        const bool handed_on = fill(*slot, ticket, id, *own, progress, failure);
+        progress.begin(producer_phase::waiting, ticket);
         if (handed_on) {
           target.handed_on.fetch_add(1, std::memory_order_relaxed);
           counters_.batches_produced.fetch_add(1, std::memory_order_relaxed);
@@ -163,9 +167,9 @@ class producer_loop {
   // says what failed, and the records before the failing one stay in the slot as a short
   // batch: no record read before a failure is lost.
   bool fill(slot_type& slot, std::uint64_t ticket, std::size_t producer, Transform& transform,
-            std::optional<failure_note>& failure) {
+            producer_progress& progress, std::optional<failure_note>& failure) {
     try {
-      claim(slot, ticket);
+      claim(slot, ticket, progress);
     } catch (...) {
       // The origin of the record being read (none if the lock itself failed).
       const record_origin at =
@@ -180,6 +184,7 @@ class producer_loop {
     std::size_t i = 0;
     try {
       sample_context context = context_for(slot, producer);
+      progress.begin(producer_phase::transforming, ticket);
       if constexpr (prefetching_record_source<Source>) {
         if (slot.size > 0) Source::prefetch(slot.record(0));
       }
@@ -192,6 +197,7 @@ class producer_loop {
           slot.size = 0;
           return false;
         }
+        progress.record(slot.origins[i].epoch, slot.origins[i].position);
         if constexpr (wants_context) {
           context.epoch = slot.origins[i].epoch;
           context.position = slot.origins[i].position;
@@ -212,6 +218,7 @@ class producer_loop {
     if (slot.size == 0) return false;
     if constexpr (finishing_batch<typename batch_type_of<Transform, record_type>::type>) {
       try {
+        progress.begin(producer_phase::finishing, ticket);
         slot.batch->finish(slot.info());
       } catch (...) {
         if (!failure) {
@@ -276,8 +283,10 @@ class producer_loop {
   // record's origin is noted before it is read, so a failure names the record being read; a
   // source whose records do not stay valid has each copied into the slot before the next is
   // read. A stop is seen between records: a slow source holds a stop up by one record at most.
-  void claim(slot_type& slot, std::uint64_t ticket) {
+  void claim(slot_type& slot, std::uint64_t ticket, producer_progress& progress) {
     std::scoped_lock lock(reader_.mutex);
+    progress.begin(producer_phase::reading, ticket);
+    progress.record(reader_.epoch, reader_.source.position());
     starts_[ticket % starts_.size()] = {ticket, reader_.epoch, reader_.source.position()};
     slot.size = 0;
     slot.padding = 0;
@@ -290,6 +299,7 @@ class producer_loop {
       }
       record_origin& origin = slot.origins[slot.size];
       origin = {reader_.epoch, reader_.source.position()};
+      progress.record(origin.position);
       const record_type* record =
           reader_.exhausted.load(std::memory_order_relaxed) ? nullptr : reader_.source.next();
       if (record == nullptr) {
@@ -302,6 +312,7 @@ class producer_loop {
         ++reader_.epoch;
         counters_.epochs.fetch_add(1, std::memory_order_relaxed);
         origin = {reader_.epoch, 0};
+        progress.record(origin.epoch, origin.position);
         record = reader_.source.next();
         if (record == nullptr) {
           fail<pipeline_error>("pipeline: source {} has no records to repeat", reader_.key);
@@ -357,6 +368,7 @@ class producer_loop {
   claim_sequencer<thread_pool>& claims_;
   run_state& run_;
   pipeline_counters& counters_;
+  hang_watch& hangs_;
   const std::stop_token stopping_;    // the run's, read per record
   std::atomic<std::uint64_t> turns_;  // deals the consumers to producers in turn
   std::vector<claim_start> starts_;   // by ticket modulo its size; under the reader's lock
