@@ -644,3 +644,97 @@ TEST_SUITE("pipeline faults: sources") {
         crema::config_error);
   }
 }
+
+TEST_SUITE("pipeline faults: misused batches and consumers") {
+  TEST_CASE("an empty lease refuses to show a batch, naming why it may be empty") {
+    watchdog guard(30s, "empty lease");
+    crema::double_buffered_pipeline pipe{numbers(100), identity, {.batch_size = 4}};
+    auto consumer = pipe.consumer(0);
+    auto lease = consumer.pull();
+    REQUIRE(lease);
+    auto moved_to = std::move(lease);
+    const auto is_empty_lease_error = [](auto&& use) {
+      try {
+        use();
+      } catch (const crema::state_error& e) {
+        return std::string(e.what()).find("lease: empty: its batch was given back") == 0;
+      }
+      return false;
+    };
+    CHECK(is_empty_lease_error([&] { (void)lease->items(); }));  // moved from
+    CHECK(is_empty_lease_error([&] { (void)(*lease).size(); }));
+    CHECK(is_empty_lease_error([&] { (void)lease.size(); }));
+    CHECK(is_empty_lease_error([&] { (void)lease.sequence(); }));
+    moved_to.reset();
+    CHECK(is_empty_lease_error([&] { (void)moved_to->items(); }));  // given back
+    CHECK(is_empty_lease_error([&] { (void)moved_to.info(); }));
+    decltype(lease) never_given;
+    CHECK(is_empty_lease_error([&] { (void)never_given.epoch(); }));
+  }
+
+  TEST_CASE("a lease given back twice gives its slot back once: every record still comes once") {
+    watchdog guard(30s, "double release");
+    crema::double_buffered_pipeline pipe{
+        numbers(40),
+        identity,
+        {.batch_size = 4, .prefetch = 2, .mode = pipeline_mode::single_pass, .ordered = true}};
+    auto consumer = pipe.consumer(0);
+    std::vector<int> seen;
+    while (auto batch = consumer.pull()) {
+      for (const int record : batch->items()) seen.push_back(record);
+      batch.reset();
+      batch.reset();  // a second release is nothing
+      CHECK(pipe.stats().consumers[0].leased_batches == 0);
+    }
+    CHECK(seen == first_numbers(40));
+    // The pass is over and every lease gone: both slots are free, not one more.
+    const auto stats = pipe.stats();
+    CHECK(stats.consumers[0].free_slots == 2);
+    CHECK(stats.consumers[0].queued_batches == 0);
+  }
+
+  TEST_CASE("a batch view used after its lease gave the slot back is refused in debug builds") {
+    watchdog guard(30s, "stale batch view");
+    crema::double_buffered_pipeline pipe{numbers(100), identity, {.batch_size = 4}};
+    auto lease = pipe.consumer(0).pull();
+    REQUIRE(lease);
+    const auto view = *lease;
+    CHECK(view.items().size() == 4);  // while the lease lives
+    lease.reset();
+    if constexpr (crema::detail::misuse_checks) {
+      CHECK_THROWS_WITH_AS((void)view.items(),
+                           "batch: batch 0 of consumer 0 was used after its lease gave the slot "
+                           "back (it may be refilled by now); keep the lease while its batch is "
+                           "used",
+                           crema::state_error);
+      CHECK_THROWS_AS((void)view[0], crema::state_error);
+      CHECK_THROWS_AS((void)view.begin(), crema::state_error);
+    } else {
+      MESSAGE("misuse checks are off in this build (NDEBUG)");
+    }
+  }
+
+  TEST_CASE("a consumer pulled from two threads at once is refused in debug builds") {
+    watchdog guard(30s, "consumer on two threads");
+    crema::test::gate release;
+    crema::double_buffered_pipeline pipe{hooked_numbers(100,
+                                                        [&release](record_position position) {
+                                                          if (position == 0) release.wait();
+                                                        }),
+                                         identity,
+                                         {.batch_size = 4}};
+    auto consumer = pipe.consumer(0);
+    std::thread first([&] { CHECK(consumer.pull()); });  // waits: record 0 is held up
+    while (!pipe.stats().consumers[0].pulling) std::this_thread::sleep_for(1ms);
+    if constexpr (crema::detail::misuse_checks) {
+      CHECK_THROWS_WITH_AS((void)consumer.try_pull(),
+                           "pipeline: consumer 0 is pulled from two threads at once; each consumer "
+                           "index is used by one thread at a time (give each thread a consumer of "
+                           "its own)",
+                           crema::state_error);
+    }
+    release.open();
+    first.join();
+    CHECK(consumer.pull());  // one thread after the other is fine
+  }
+}

@@ -129,6 +129,19 @@ class collective_error : public error {
 
 namespace crema::detail {
 
+/// Whether crema checks misuse that costs a little on every call: a consumer index pulled from two
+/// threads at once, a batch view used after its lease gave the slot back. On unless `NDEBUG` (so
+/// in the debug and sanitizer builds); `-DCREMA_MISUSE_CHECKS=1` (or `0`) forces it either way.
+/// Misuse that costs a branch (an empty lease used, a consumer holding every slot) is always
+/// checked.
+#if defined(CREMA_MISUSE_CHECKS)
+inline constexpr bool misuse_checks = CREMA_MISUSE_CHECKS != 0;
+#elif defined(NDEBUG)
+inline constexpr bool misuse_checks = false;
+#else
+inline constexpr bool misuse_checks = true;
+#endif
+
 /// Throws `Error` with a message formatted by {fmt}. Kept out of line of the callers' hot
 /// paths so that the check itself stays a compare and a branch.
 template <class Error, class... Args>

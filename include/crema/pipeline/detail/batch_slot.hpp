@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/pipeline/lease.hpp>
 #include <crema/pipeline/sample_context.hpp>
 #include <crema/pipeline/slot_pool.hpp>
 #include <crema/pipeline/source.hpp>
@@ -105,6 +106,7 @@ struct batch_slot {
   std::uint64_t epoch = 0;             // pass of the first record
   record_position first_position = 0;  // position of the first record in its pass
   std::size_t padding = 0;             // records at the end that repeat the first ones
+  release_count releases;              // leases that gave it back (counted with misuse_checks)
 };
 
 }  // namespace crema::detail

@@ -39,6 +39,7 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
   // Takes back a slot a lease held; counted once the slot is free, so that a producer waiting
   // for it (`warm_refill`) finds it at the top of the free list.
   void release(Slot* slot) {
+    if constexpr (misuse_checks) slot->releases.value.fetch_add(1, std::memory_order_relaxed);
     outstanding.fetch_sub(1, std::memory_order_relaxed);
     if (this->free_slots().release(slot) != 0) wakeups.fetch_add(1, std::memory_order_relaxed);
     returned.fetch_add(1, std::memory_order_release);
@@ -66,6 +67,9 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
   }
   void stop() override { queue_pair<Slot, thread_pool>::stop(); }
 
+  // Whether a pull of this consumer is under way (checked with misuse_checks: one thread at a
+  // time per consumer).
+  std::atomic<bool> in_pull{false};
   // The consumer's own state: one thread at a time.
   std::vector<Slot*> reorder;
   std::uint64_t next_sequence = 0;

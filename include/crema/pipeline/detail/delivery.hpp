@@ -60,6 +60,27 @@ class delivery {
   pull_result<lease_type> pull(std::size_t index, wait_kind kind, clock::time_point deadline) {
     const std::shared_ptr<channel_type>& owner = channels_[index];
     channel_type& target = *owner;
+    if constexpr (misuse_checks) {
+      if (target.in_pull.exchange(true, std::memory_order_acquire)) {
+        fail<state_error>(
+            "pipeline: consumer {} is pulled from two threads at once; each consumer index is "
+            "used by one thread at a time (give each thread a consumer of its own)",
+            index);
+      }
+      struct pull_ends {
+        std::atomic<bool>& in_pull;
+        ~pull_ends() { in_pull.store(false, std::memory_order_release); }
+      } ends{target.in_pull};
+      return pull_on(index, target, owner, kind, deadline);
+    } else {
+      return pull_on(index, target, owner, kind, deadline);
+    }
+  }
+
+ private:
+  pull_result<lease_type> pull_on(std::size_t index, channel_type& target,
+                                  const std::shared_ptr<channel_type>& owner, wait_kind kind,
+                                  clock::time_point deadline) {
     for (;;) {
       // After a failure, the batches finished before it are still delivered (in order, where
       // the pipeline is ordered); the error comes once nothing more can be.
@@ -110,7 +131,6 @@ class delivery {
     }
   }
 
- private:
   // Waits for the consumer's next full slot until `deadline`. A plain pull waits for ever, but
   // looks every `stall_timeout` whether another consumer holds it back, and throws if so.
   bool wait_for_slot(std::size_t index, channel_type& target, wait_kind kind,
