@@ -121,7 +121,7 @@ run_result one_run(std::mt19937_64& draw, ending how) {
                                                     ? crema::pipeline_mode::single_pass
                                                     : crema::pipeline_mode::repeat,
                                         .ordered = pick(0, 1) == 1};
-  const std::uint64_t stop_after = pick(0, 40);  // batches consumer 0 takes before a stop
+  const std::uint64_t stop_after = pick(1, 40);  // batches consumer 0 takes before a stop
   std::vector<std::vector<std::uint8_t>> seen(options.consumers,
                                               std::vector<std::uint8_t>(records, 0));
   std::atomic<std::uint64_t> delivered{0};
