@@ -64,7 +64,8 @@ class pipeline_engine {
         states_(states_of(channels_)),
         stopping_(run_.token(), stop_claims_and_channels{claims_, states_}),
         hangs_(options_.producers, options_.hang_timeout),
-        producers_(options_, prototype_, *reader_, channels_, claims_, run_, counters_, hangs_),
+        producers_(options_, prototype_, *reader_, channels_, claims_, run_, counters_, hangs_,
+                   first_batch_),
         delivery_(options_, channels_, states_, claims_, run_, counters_, hangs_, reader_->key) {
     poller_.arm(states_, run_);
   }

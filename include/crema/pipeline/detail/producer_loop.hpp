@@ -43,12 +43,13 @@ class producer_loop {
   using channel_type = channel<slot_type>;
   using clock = std::chrono::steady_clock;
 
-  // The parts it uses; all outlive the producers.
+  // The parts it uses, all outliving the producers; `first_batch` is the number of the first
+  // batch it deals (0, or where a resumed pipeline starts).
   producer_loop(const pipeline_options& options, const Transform& prototype,
                 reader_body<Source>& reader,
                 std::span<const std::shared_ptr<channel_type>> channels,
                 claim_sequencer<thread_pool>& claims, run_state& run, pipeline_counters& counters,
-                hang_watch& hangs) noexcept
+                hang_watch& hangs, std::uint64_t first_batch) noexcept
       : options_(options),
         prototype_(prototype),
         reader_(reader),
@@ -58,7 +59,7 @@ class producer_loop {
         counters_(counters),
         hangs_(hangs),
         stopping_(run.token()),
-        turns_(options.resume_from ? options.resume_from->batch : 0),
+        turns_(first_batch),
         starts_(channels.size() * options.prefetch) {}
 
   // Where batch `ticket` starts: noted when its claim began, or, for a batch not yet claimed
@@ -285,13 +286,14 @@ class producer_loop {
   // read. A stop is seen between records: a slow source holds a stop up by one record at most.
   void claim(slot_type& slot, std::uint64_t ticket, producer_progress& progress) {
     std::scoped_lock lock(reader_.mutex);
+    const record_position start = reader_.source.position();
     progress.begin(producer_phase::reading, ticket);
-    progress.record(reader_.epoch, reader_.source.position());
-    starts_[ticket % starts_.size()] = {ticket, reader_.epoch, reader_.source.position()};
+    progress.record(reader_.epoch, start);
+    starts_[ticket % starts_.size()] = {ticket, reader_.epoch, start};
     slot.size = 0;
     slot.padding = 0;
     slot.epoch = reader_.epoch;
-    slot.first_position = reader_.source.position();
+    slot.first_position = start;
     while (slot.size < options_.batch_size) {
       if (stopping_.stop_requested()) {
         slot.size = 0;
