@@ -48,7 +48,7 @@ int main() {
       auto consumer = pipe.consumer(i);
       for (int step = 0; step < 50; ++step) {
         auto batch = consumer.pull();  // batches i, i + 2, i + 4, ... of the source
-        const float* data = batch->data.device(compute).data();  // compute waits for the upload
+        const float* data = batch->device(compute).data.data();  // compute waits for the upload
         compute.launch([data] { (void)data[0]; });               // the forward pass, say
         batch.release_after(compute.record());  // refilled once the device is done with it
       }

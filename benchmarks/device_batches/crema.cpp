@@ -49,8 +49,9 @@ void device_batches(benchmark::State& state) {
     const double start = thread_cpu_ns();
     previous.reset();
     auto batch = consumer.pull();
-    benchmark::DoNotOptimize(batch->data.device().data());  // on the device: waits if in flight
-    benchmark::DoNotOptimize(batch->labels.device().data());
+    const auto on_device = batch->device();  // on the device: waits if in flight
+    benchmark::DoNotOptimize(on_device.data.data());
+    benchmark::DoNotOptimize(on_device.labels.data());
     consumer_ns += thread_cpu_ns() - start;
     training_step(step);
     previous = std::move(batch);

@@ -46,12 +46,11 @@ struct pinned_memory {
 };
 
 // The consumer's step that costs nothing, on a lease of a CUDA device_batch: `compute` waits for
-// the batch's uploads (the host does not), a kernel reads each record's first value into `sink`,
+// the batch's upload (the host does not), a kernel reads each record's first value into `sink`,
 // and the slot goes back once that kernel is done. Returns the records the batch held.
 template <class Lease>
 std::size_t touch_and_release(Lease& batch, crema::cuda_stream& compute, float* sink) {
-  const auto data = batch->data.device(compute);
-  (void)batch->labels.device(compute);
+  const auto data = batch->device(compute).data;
   const std::size_t records = batch->size();
   touch_records(data.data(), batch->shape().elements(), records, sink, compute.native_handle());
   batch.release_after(compute.record());

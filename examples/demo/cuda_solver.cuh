@@ -125,8 +125,9 @@ class cuda_participant {
     (void)model;
     crema::cuda::scoped_device on(device_);
     const std::size_t n = batch.size();
-    const float* x = batch.data.device(compute_).data();
-    const float* labels = batch.labels.device(compute_).data();
+    const auto on_device = batch.device(compute_);  // compute_ waits for the one upload
+    const float* x = on_device.data.data();
+    const float* labels = on_device.labels.data();
     const float* w = parameters_.mutable_device().data();
     float* g = gradients_.mutable_device().data();
     float* h = hidden_.mutable_device().data();

@@ -94,10 +94,10 @@ class participant {
   template <class LayerDone>
   float compute_gradients(const crema::device_batch<float>& batch, const mlp& model,
                           LayerDone&& layer_done) {
-    const auto data = batch.data.device();  // uploaded by a producer; waits if still going
-    const auto labels = batch.labels.device();
-    return model.gradients(device_parameters(), data.data(), labels.data(), batch.size(),
-                           device_gradients(), scratch_, std::forward<LayerDone>(layer_done));
+    const auto on_device = batch.device();  // uploaded by a producer; waits if still going
+    return model.gradients(device_parameters(), on_device.data.data(), on_device.labels.data(),
+                           batch.size(), device_gradients(), scratch_,
+                           std::forward<LayerDone>(layer_done));
   }
   // Caffe's SGD step with the gradients in this solver's (the root's) buffers.
   void update(float rate, const settings& s);

@@ -40,44 +40,47 @@ struct fill_on_host {
 }  // namespace
 
 // Every member of the CUDA batch compiles.
-template class crema::device_batch<float, crema::host_pinned_resource,
-                                   crema::cuda_device_resource>;
+template class crema::device_batch<float, crema::host_pinned_resource, crema::cuda_device_resource>;
 
 TEST_SUITE("cuda device_batch") {
-  TEST_CASE("a pipeline of CUDA device batches delivers every record to the device, uploaded on "
-            "the producers' side") {
+  TEST_CASE(
+      "a pipeline of CUDA device batches delivers every record to the device, uploaded on "
+      "the producers' side") {
     if (crema::test::skip_without_cuda_device()) return;
     crema::test::watchdog guard(60s, "cuda device batches");
     std::vector<int> records(300);
     for (int i = 0; i < 300; ++i) records[static_cast<std::size_t>(i)] = i;
     crema::cuda_stream compute;
-    crema::double_buffered_pipeline pipe{
-        crema::vector_source<int>(records),
-        fill_on_host{std::make_shared<crema::cuda_stream>()},
-        {.batch_size = 16, .prefetch = 3, .producers = 2, .threads = 2,
-         .mode = crema::pipeline_mode::single_pass, .ordered = true}};
+    crema::double_buffered_pipeline pipe{crema::vector_source<int>(records),
+                                         fill_on_host{std::make_shared<crema::cuda_stream>()},
+                                         {.batch_size = 16,
+                                          .prefetch = 3,
+                                          .producers = 2,
+                                          .threads = 2,
+                                          .mode = crema::pipeline_mode::single_pass,
+                                          .ordered = true}};
     std::vector<float> labels;
     std::vector<float> pixels(16 * shape.elements());
     for (auto batch : pipe.consumer(0)) {
-      const auto on_device = batch->data.device(compute);  // compute waits for the upload
-      const auto label_span = batch->labels.device(compute);
+      const auto on_device = batch->device(compute);  // compute waits for the upload
+      const auto label_span = on_device.labels;
       std::vector<float> these(batch->size());
-      CREMA_CUDA_TRY(cudaMemcpyAsync(pixels.data(), on_device.data(),
+      CREMA_CUDA_TRY(cudaMemcpyAsync(pixels.data(), on_device.data.data(),
                                      batch->size() * shape.elements() * sizeof(float),
                                      cudaMemcpyDeviceToHost, compute.native_handle()));
-      CREMA_CUDA_TRY(cudaMemcpyAsync(these.data(), label_span.data(),
-                                     batch->size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                     compute.native_handle()));
+      CREMA_CUDA_TRY(cudaMemcpyAsync(these.data(), label_span.data(), batch->size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, compute.native_handle()));
       compute.synchronize();
       for (std::size_t i = 0; i < batch->size(); ++i) {
         const float* record = pixels.data() + i * shape.elements();
-        CHECK(std::all_of(record, record + shape.elements(),
-                          [&](float v) { return v == these[i]; }));
+        CHECK(
+            std::all_of(record, record + shape.elements(), [&](float v) { return v == these[i]; }));
       }
       labels.insert(labels.end(), these.begin(), these.end());
       batch.release_after(compute.record());
     }
     REQUIRE(labels.size() == 300);
-    for (int i = 0; i < 300; ++i) CHECK(labels[static_cast<std::size_t>(i)] == static_cast<float>(i));
+    for (int i = 0; i < 300; ++i)
+      CHECK(labels[static_cast<std::size_t>(i)] == static_cast<float>(i));
   }
 }

@@ -68,8 +68,8 @@ std::vector<float> labels_of(const float* on_device, std::size_t size) {
 
 TEST_SUITE("device_batch") {
   TEST_CASE(
-      "each batch is uploaded once per buffer by its producer, never on the consumer's "
-      "thread, and arrives whole on the consumer's device") {
+      "each batch is uploaded in one copy by its producer, never on the consumer's thread, and "
+      "arrives whole on the consumer's device") {
     crema::test::watchdog guard(60s, "device batches");
     rig setup(2);
     std::mutex mutex;
@@ -97,8 +97,9 @@ TEST_SUITE("device_batch") {
             ++delivered[c];
             // device() waits for the upload on the host; the emulated device's memory can be read
             // here, as a kernel would read a real one.
-            const float* pixels = batch->data.device().data();
-            const auto labels = labels_of(batch->labels.device().data(), batch->size());
+            const auto on_device = batch->device();
+            const float* pixels = on_device.data.data();
+            const auto labels = labels_of(on_device.labels.data(), batch->size());
             for (std::size_t i = 0; i < batch->size(); ++i) {
               const float* record = pixels + i * shape.elements();
               if (!std::all_of(record, record + shape.elements(),
@@ -118,7 +119,7 @@ TEST_SUITE("device_batch") {
     CHECK(seen == crema::test::first_numbers(403));
     for (std::size_t c = 0; c < 2; ++c) {
       const auto uploads = setup.transform.devices[c].uploads();
-      CHECK(uploads.size() == 2 * delivered[c]);  // data and labels, once each per batch
+      CHECK(uploads.size() == delivered[c]);  // data and labels together, once per batch
       for (const auto& upload : uploads) {
         CHECK(upload.asynchronous);
         CHECK(consumer_threads.count(upload.thread) == 0);
@@ -146,7 +147,7 @@ TEST_SUITE("device_batch") {
         const std::size_t size = batch->size();
         // The batch's records, as the pipeline dealt them: batch g holds records 4g .. 4g + 3.
         const float first = static_cast<float>((batch.sequence() * 4) % 1000);
-        const float* pixels = batch->data.device(compute).data();  // compute waits for the copy
+        const float* pixels = batch->device(compute).data.data();  // compute waits for the copy
         compute.launch([&, pixels, size, first, step] {
           std::this_thread::sleep_for(step % 10 == 0 ? 3ms : 200us);  // a slow kernel
           for (std::size_t i = 0; i < size; ++i) {
@@ -226,7 +227,7 @@ TEST_SUITE("device_batch") {
           numbers(100), setup.transform, {.batch_size = 4, .prefetch = 2, .consumers = 2}};
       auto first = pipe.consumer(0).pull();
       kept.emplace(pipe.consumer(1).pull());
-      (void)first->data.device(compute);
+      (void)first->device(compute);
       first.release_after(compute.record());
     }
     REQUIRE(kept);

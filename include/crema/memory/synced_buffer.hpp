@@ -322,9 +322,12 @@ class synced_buffer {
   void poll() const {
     if (pending_ && pending_event_.ready()) wait();
   }
+  // The event goes back to its stream at once (a CUDA stream keeps it for its next record): so
+  // a stream never holds more events than it has copies in flight.
   void settle() const noexcept {
     head_ = pending_head_;
     pending_ = false;
+    pending_event_ = event_type{};
   }
   // A failed copy left the destination undefined; the head never moved off the source side, so
   // dropping the copy is all it takes to be consistent again.

@@ -18,18 +18,28 @@
 
 namespace crema {
 
+/// @brief What a consumer's device work reads of a `device_batch`: its `size()` records and
+/// their labels, in device memory. Trivially copyable; hand the pointers to a kernel.
+template <class T>
+struct device_batch_view {
+  device_span<const T> data;    ///< [size, C, H, W]
+  device_span<const T> labels;  ///< [size]
+};
+
 /// @brief A batch a pipeline fills on the host and uploads to its consumer's device on the
 /// producer's side: the seam between `pipeline/` and `memory/`.
 ///
-/// Data `[N, C, H, W]` and labels `[N]` are `synced_buffer`s on `HostResource` (pinned memory for
-/// CUDA) and `DeviceResource` (the consumer's device). A batch transform makes one per slot in
-/// `make_batch` and fills record `i` through `record(i)` and `set_label(i, label)`. Its
-/// finishing step (`finish`, called by the producer after the last record) starts both uploads
-/// on `stream` and returns: the consumer receives a batch whose copies are in flight or done.
-/// The consumer reads `data.device()` (which waits for the copy on the host) or, without
-/// blocking the host, `data.device(consumer_stream)` (the consumer's stream waits for the copy).
-/// Releasing the lease with `release_after(consumer_stream.record())` keeps the next upload into
-/// this batch from starting before the consumer's device work on it is done.
+/// Labels `[N]` and data `[N, C, H, W]` share one `synced_buffer` (one `HostResource` block,
+/// pinned memory for CUDA, and one `DeviceResource` block on the consumer's device): the labels
+/// first, the data after them at the next 256 bytes, so that the data is as aligned as the
+/// block. A batch transform makes one per slot in `make_batch` and fills record `i` through
+/// `record(i)` and `set_label(i, label)`. Its finishing step (`finish`, called by the producer
+/// after the last record) starts one copy of the block on `stream`, records one event after it
+/// and returns: the consumer receives a batch whose copy is in flight or done. The consumer
+/// reads `device()` (the host waits for the copy) or, without blocking the host,
+/// `device(consumer_stream)` (the consumer's stream waits for the copy's event: one wait for
+/// data and labels). Releasing the lease with `release_after(consumer_stream.record())` keeps the
+/// next upload into this batch from starting before the consumer's device work on it is done.
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease; the
 /// pipeline orders the two). `record`, `set_label` and `finish` allocate only on the first fill.
@@ -42,53 +52,69 @@ class device_batch {
   using buffer_type = synced_buffer<T, HostResource, DeviceResource>;
   using stream_type = typename DeviceResource::stream_type;
   using event_type = typename stream_type::event_type;
+  using view_type = device_batch_view<T>;
 
   /// @param batch_size records it holds at most
   /// @param shape      one record's dimensions
   /// @param stream     where the uploads go: a copy stream of the consumer's device, shared by
-  ///                   that consumer's batches; must be non-null and outlive the batch's uploads
-  /// @throws crema::length_error if batch_size x shape does not fit in a buffer
+  ///                   that consumer's batches or one per batch; must be non-null and outlive
+  ///                   the batch's uploads
+  /// @throws crema::length_error if batch_size x shape (and the labels) do not fit in a buffer
   /// @throws crema::config_error if `stream` is null
   device_batch(std::size_t batch_size, record_shape shape, std::shared_ptr<stream_type> stream,
                HostResource host = HostResource{}, DeviceResource device = DeviceResource{})
-      : data(detail::batch_elements("device_batch", batch_size, shape), host, device),
-        labels(batch_size, host, device),
-        shape_(shape),
+      : shape_(shape),
         capacity_(batch_size),
+        data_offset_(labels_stride(batch_size)),
+        block_(block_elements(batch_size, shape, data_offset_), std::move(host), std::move(device)),
         stream_(std::move(stream)) {
     if (!stream_) detail::fail<config_error>("device_batch: the upload stream is null");
   }
 
-  buffer_type data;    ///< [N, C, H, W], N = `capacity()`; records past `size()` are stale
-  buffer_type labels;  ///< [N]
-
   /// @brief Record `i`'s elements on the host, to fill (for the transform).
   [[nodiscard]] std::span<T> record(std::size_t i) {
     check_index("record", i);
-    return data.mutable_host().subspan(i * shape_.elements(), shape_.elements());
+    return block_.mutable_host().subspan(data_offset_ + i * shape_.elements(), shape_.elements());
   }
   /// @brief Sets record `i`'s label on the host (for the transform).
   void set_label(std::size_t i, T label) {
     check_index("set_label", i);
-    labels.mutable_host()[i] = label;
+    block_.mutable_host()[i] = label;
   }
 
-  /// @brief The finishing step: the batch holds `info.size` records; starts the uploads of what
-  /// the transform wrote on the stream (after the event of the last release, if one was given),
-  /// and returns. Called by the producer.
+  /// @brief The finishing step: the batch holds `info.size` records; makes the stream wait for
+  /// the event of the last release, if one was given, then starts one copy of what the transform
+  /// wrote and records one event after it, and returns. Called by the producer.
   void finish(const batch_info& info) {
     size_ = info.size;
     if (retired_) {
       stream_->wait(*retired_);
       retired_.reset();
     }
-    // A buffer the transform did not write is already on the device: nothing to copy.
-    (void)data.device(*stream_);
-    (void)labels.device(*stream_);
+    // A block the transform did not write is already on the device: nothing to copy.
+    (void)block_.device(*stream_);
   }
   /// @brief The next upload into this batch waits for `event` (the consumer's last use of it).
   /// Called through `lease::release_after`.
   void retire_after(event_type event) { retired_.emplace(std::move(event)); }
+
+  /// @brief The batch on the device for work queued on `stream`, without blocking the host:
+  /// `stream` waits for the upload's event if the copy is still in flight (one wait for data
+  /// and labels). For the consumer.
+  /// @throws crema::allocation_error if the device side cannot be allocated (a batch that was
+  ///         never filled)
+  [[nodiscard]] view_type device(stream_type& stream) const {
+    return view_of(block_.device(stream));
+  }
+  /// @brief The batch on the device, once the upload has finished: the host waits for it.
+  [[nodiscard]] view_type device() const { return view_of(block_.device()); }
+  /// @brief The records and labels as written on the host, for reading back (tests, a CPU
+  /// fallback); waits for a copy in flight.
+  [[nodiscard]] std::span<const T> host_data() const {
+    return block_.host().subspan(data_offset_, size_ * shape_.elements());
+  }
+  /// @brief The labels as written on the host; as `host_data`.
+  [[nodiscard]] std::span<const T> host_labels() const { return block_.host().first(size_); }
 
   /// @return records in this batch (the last of a single pass may hold fewer than `capacity()`)
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -98,14 +124,45 @@ class device_batch {
   [[nodiscard]] record_shape shape() const noexcept { return shape_; }
   /// @return the stream the uploads go to
   [[nodiscard]] stream_type& stream() const noexcept { return *stream_; }
+  /// @return the block data and labels share (labels at 0, data at `data_offset()`), for
+  ///         engines that manage the copies themselves
+  [[nodiscard]] const buffer_type& buffer() const noexcept { return block_; }
+  /// @return where the data starts in `buffer()`, in elements
+  [[nodiscard]] std::size_t data_offset() const noexcept { return data_offset_; }
 
  private:
+  // The labels' share of the block: `batch_size` elements rounded up to 256 bytes, where 256 is
+  // a multiple of the element size, so that the data starts as aligned as the block (cudaMalloc
+  // aligns to 256).
+  static std::size_t labels_stride(std::size_t batch_size) {
+    constexpr std::size_t step = 256 % sizeof(T) == 0 ? 256 / sizeof(T) : 1;
+    const auto rounded = detail::checked_add(batch_size, step - 1);
+    if (!rounded) {
+      detail::fail<length_error>("device_batch: {} labels overflow", batch_size);
+    }
+    return *rounded / step * step;
+  }
+  static std::size_t block_elements(std::size_t batch_size, record_shape shape,
+                                    std::size_t data_offset) {
+    const auto all =
+        detail::checked_add(detail::batch_elements("device_batch", batch_size, shape), data_offset);
+    if (!all) {
+      detail::fail<length_error>("device_batch: {} records of {} x {} x {} elements overflow",
+                                 batch_size, shape.channels, shape.height, shape.width);
+    }
+    return *all;
+  }
+  [[nodiscard]] view_type view_of(device_span<const T> block) const {
+    return {block.subspan(data_offset_, size_ * shape_.elements()), block.subspan(0, size_)};
+  }
   void check_index(const char* call, std::size_t i) const {
     detail::check_batch_index("device_batch", call, i, capacity_);
   }
 
   record_shape shape_;
   std::size_t capacity_;
+  std::size_t data_offset_;
+  buffer_type block_;  // labels, then data
   std::size_t size_ = 0;
   std::shared_ptr<stream_type> stream_;
   std::optional<event_type> retired_;

@@ -43,11 +43,11 @@ class cuda_device_resource {
   void deallocate(void* pointer, std::size_t /*bytes*/,
                   std::size_t /*alignment*/ = alignof(std::max_align_t)) noexcept {
     if (pointer == nullptr) return;
-    int previous = 0;
+    int previous = device_;
     (void)cudaGetDevice(&previous);
-    (void)cudaSetDevice(device_);
+    if (previous != device_) (void)cudaSetDevice(device_);
     (void)cudaFree(pointer);
-    (void)cudaSetDevice(previous);
+    if (previous != device_) (void)cudaSetDevice(previous);
   }
 
   void fill_zero(void* destination, std::size_t bytes) {

@@ -1,0 +1,203 @@
+// The counting CUDA runtime (counting_runtime.hpp): the entry points crema's host code calls,
+// with cuda_runtime_api.h's own declarations, so that a change of signature fails to compile.
+// One device, 0. Streams and events are heap objects; a stream runs its work at once (a copy is
+// done when cudaMemcpyAsync returns), so every event is complete as soon as it is recorded.
+
+#include "counting_runtime.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace crema::test::counting_cuda {
+namespace {
+
+std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(call::count_)> every_thread{};
+thread_local counts calling_thread{};
+
+void count(call c) noexcept {
+  every_thread[static_cast<std::size_t>(c)].fetch_add(1, std::memory_order_relaxed);
+  ++calling_thread.of[static_cast<std::size_t>(c)];
+}
+
+// What a handle points at: a tag, so that a handle this runtime did not make is refused.
+struct stream_object {
+  std::uint32_t tag = 0x5354524d;  // "STRM"
+};
+struct event_object {
+  std::uint32_t tag = 0x45564e54;  // "EVNT"
+  bool recorded = false;
+};
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t error) noexcept {
+  last_error = error;
+  return error;
+}
+bool is_stream(cudaStream_t stream) noexcept {
+  return stream == nullptr || reinterpret_cast<stream_object*>(stream)->tag == stream_object{}.tag;
+}
+bool is_event(cudaEvent_t event) noexcept {
+  return event != nullptr && reinterpret_cast<event_object*>(event)->tag == event_object{}.tag;
+}
+
+}  // namespace
+
+std::string_view name_of(call c) noexcept {
+  constexpr std::array<std::string_view, static_cast<std::size_t>(call::count_)> names{
+      "cudaMemcpyAsync",
+      "cudaMemcpy",
+      "cudaEventRecord",
+      "cudaStreamWaitEvent",
+      "cudaEventCreate",
+      "cudaEventDestroy",
+      "cudaEventQuery",
+      "cudaEventSynchronize",
+      "cudaStreamCreate",
+      "cudaStreamDestroy",
+      "cudaStreamSynchronize",
+      "cudaSetDevice",
+      "cudaGetDevice",
+      "cudaMalloc",
+      "cudaFree"};
+  return names.at(static_cast<std::size_t>(c));
+}
+
+counts all_threads() noexcept {
+  counts result;
+  for (std::size_t i = 0; i < result.of.size(); ++i) {
+    result.of[i] = every_thread[i].load(std::memory_order_relaxed);
+  }
+  return result;
+}
+
+counts this_thread() noexcept { return calling_thread; }
+
+}  // namespace crema::test::counting_cuda
+
+using crema::test::counting_cuda::call;
+using crema::test::counting_cuda::count;
+using crema::test::counting_cuda::event_object;
+using crema::test::counting_cuda::fail;
+using crema::test::counting_cuda::is_event;
+using crema::test::counting_cuda::is_stream;
+using crema::test::counting_cuda::last_error;
+using crema::test::counting_cuda::stream_object;
+
+extern "C" {
+
+cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaGetDevice(int* device) {
+  count(call::get_device);
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaSetDevice(int device) {
+  count(call::set_device);
+  return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+cudaError_t CUDARTAPI cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
+const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
+  return error == cudaSuccess ? "cudaSuccess" : "cudaError (counting runtime)";
+}
+const char* CUDARTAPI cudaGetErrorString(cudaError_t error) { return cudaGetErrorName(error); }
+
+cudaError_t CUDARTAPI cudaMalloc(void** pointer, size_t bytes) {
+  count(call::allocate);
+  *pointer = std::malloc(bytes == 0 ? 1 : bytes);
+  return *pointer != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t CUDARTAPI cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) {
+  return cudaMalloc(pointer, bytes);
+}
+cudaError_t CUDARTAPI cudaMallocHost(void** pointer, size_t bytes) {
+  return cudaMalloc(pointer, bytes);
+}
+cudaError_t CUDARTAPI cudaFree(void* pointer) {
+  count(call::free);
+  std::free(pointer);
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaFreeHost(void* pointer) { return cudaFree(pointer); }
+
+cudaError_t CUDARTAPI cudaMemset(void* destination, int value, size_t bytes) {
+  count(call::memcpy);
+  std::memset(destination, value, bytes);
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaMemcpy(void* destination, const void* source, size_t bytes,
+                                 cudaMemcpyKind /*kind*/) {
+  count(call::memcpy);
+  std::memcpy(destination, source, bytes);
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaMemcpyAsync(void* destination, const void* source, size_t bytes,
+                                      cudaMemcpyKind /*kind*/, cudaStream_t stream) {
+  count(call::memcpy_async);
+  if (!is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  std::memcpy(destination, source, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* stream) {
+  count(call::stream_create);
+  *stream = reinterpret_cast<cudaStream_t>(new (std::nothrow) stream_object);
+  return *stream != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
+  return cudaStreamCreate(stream);
+}
+cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+  count(call::stream_destroy);
+  if (stream == nullptr || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<stream_object*>(stream);
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
+  count(call::stream_synchronize);
+  return is_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                          unsigned int /*flags*/) {
+  count(call::stream_wait_event);
+  return is_stream(stream) && is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
+  count(call::event_create);
+  *event = reinterpret_cast<cudaEvent_t>(new (std::nothrow) event_object);
+  return *event != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
+  return cudaEventCreate(event);
+}
+cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+  count(call::event_destroy);
+  if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<event_object*>(event);
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  count(call::event_record);
+  if (!is_event(event) || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  reinterpret_cast<event_object*>(event)->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+  count(call::event_query);
+  return is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  count(call::event_synchronize);
+  return is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+}  // extern "C"

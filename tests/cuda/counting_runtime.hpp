@@ -1,0 +1,56 @@
+#pragma once
+
+// A CUDA runtime that counts: the calls crema's CUDA code makes, implemented on the host (one
+// device, device memory from malloc, every copy done at once, every event complete), so that a
+// test linked against it instead of libcudart runs crema's real CUDA classes without a GPU and
+// asserts how many runtime calls each step costs. counting_runtime.cpp defines the runtime.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace crema::test::counting_cuda {
+
+/// The runtime calls counted.
+enum class call : std::size_t {
+  memcpy_async,        // cudaMemcpyAsync
+  memcpy,              // cudaMemcpy, cudaMemset
+  event_record,        // cudaEventRecord
+  stream_wait_event,   // cudaStreamWaitEvent
+  event_create,        // cudaEventCreate, cudaEventCreateWithFlags
+  event_destroy,       // cudaEventDestroy
+  event_query,         // cudaEventQuery
+  event_synchronize,   // cudaEventSynchronize
+  stream_create,       // cudaStreamCreate, cudaStreamCreateWithFlags
+  stream_destroy,      // cudaStreamDestroy
+  stream_synchronize,  // cudaStreamSynchronize
+  set_device,          // cudaSetDevice
+  get_device,          // cudaGetDevice
+  allocate,            // cudaMalloc, cudaHostAlloc, cudaMallocHost
+  free,                // cudaFree, cudaFreeHost
+  count_               // not a call: the number of them
+};
+
+/// @return the call's runtime name, for messages
+std::string_view name_of(call c) noexcept;
+
+/// Calls made, by kind.
+struct counts {
+  std::array<std::uint64_t, static_cast<std::size_t>(call::count_)> of{};
+
+  [[nodiscard]] std::uint64_t operator[](call c) const noexcept {
+    return of[static_cast<std::size_t>(c)];
+  }
+  [[nodiscard]] friend counts operator-(counts a, const counts& b) noexcept {
+    for (std::size_t i = 0; i < a.of.size(); ++i) a.of[i] -= b.of[i];
+    return a;
+  }
+};
+
+/// @return the calls made so far by every thread
+counts all_threads() noexcept;
+/// @return the calls made so far by the calling thread
+counts this_thread() noexcept;
+
+}  // namespace crema::test::counting_cuda
