@@ -2,10 +2,11 @@
 // random crop, mirror, mean values, scale) into pinned host memory, the upload started by the
 // producer that filled the batch, the consumer's stream waiting for it and reading the batch.
 // The datasets of benchmarks/caffe_data_layer (50,000 x 3x32x32, crop 28, batch 64; 5,000 x
-// 3x256x256, crop 224, batch 32), one pass per iteration, on 2, 4 and 8 producer threads.
-// Beside it, in the same run: a raw pinned cudaMemcpyAsync of the same bytes (what the uploads
-// alone would take). Samples per second and upload GB/s; the data layer is bound by the CPU's
-// work where the ratio is above 1.
+// 3x256x256, crop 224, batch 32), one pass per iteration, on 2, 4, 8 and 16 producer threads,
+// each batch uploading on a stream of its own (crema's default) and, beside it, on one stream
+// its consumer's batches share. Beside them, in the same run: a raw pinned cudaMemcpyAsync of the
+// same bytes (what the uploads alone would take). Samples per second and upload GB/s; the data
+// layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
@@ -18,6 +19,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,9 +33,11 @@ using crema::bench::data_layer::small;
 
 using batch_type = crema::cuda::device_batch<float>;
 
+constexpr std::array<long, 4> thread_counts{2, 4, 8, 16};
+
 void by_threads(benchmark::internal::Benchmark* bench) {
   bench->ArgName("threads");
-  for (const long threads : {2L, 4L, 8L}) bench->Arg(threads);
+  for (const long threads : thread_counts) bench->Arg(threads);
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -48,14 +52,16 @@ void count_pass(benchmark::State& state, const dataset& set, std::size_t records
   state.SetBytesProcessed(passes * static_cast<std::int64_t>(pass_bytes(set, records)));
 }
 
-void data_layer(benchmark::State& state, const dataset& set) {
+// The batches upload on a stream each (`shared_stream` false) or on one they share.
+void data_layer(benchmark::State& state, const dataset& set, bool shared_stream) {
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
-  auto uploads = std::make_shared<crema::cuda_stream>();
+  auto uploads = shared_stream ? std::make_shared<crema::cuda_stream>() : nullptr;
   crema::caffe_batcher batcher(
       {3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
       [uploads](const crema::batch_context& where, crema::record_shape shape) {
-        return batch_type(where.batch_size, shape, uploads);
+        return uploads ? batch_type(where.batch_size, shape, uploads)
+                       : batch_type(where.batch_size, shape);
       });
   crema::double_buffered_pipeline pipe{
       crema::lmdb_source(db.path()),
@@ -95,9 +101,19 @@ void raw_uploads(benchmark::State& state, const dataset& set) {
   count_pass(state, set, db.records());
 }
 
-BENCHMARK_CAPTURE(data_layer, small, small)->Name("crema/data_layer/small")->Apply(by_threads);
+BENCHMARK_CAPTURE(data_layer, small, small, false)
+    ->Name("crema/data_layer/small")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(data_layer, small_shared, small, true)
+    ->Name("crema-shared-stream/data_layer/small")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
-BENCHMARK_CAPTURE(data_layer, large, large)->Name("crema/data_layer/large")->Apply(by_threads);
+BENCHMARK_CAPTURE(data_layer, large, large, false)
+    ->Name("crema/data_layer/large")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(data_layer, large_shared, large, true)
+    ->Name("crema-shared-stream/data_layer/large")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
 
 }  // namespace
@@ -110,9 +126,10 @@ int main(int argc, char** argv) {
             "\nsamples/s and upload GB/s, one pass of each database (the raw uploads "
             "bound what any data layer can deliver)\n");
         for (const dataset* set : {&small, &large}) {
-          for (const long threads : {2L, 4L, 8L}) {
+          for (const long threads : thread_counts) {
             const auto name = fmt::format("data_layer/{}/threads:{}/real_time", set->name, threads);
             const double crema_ns = reporter.nanoseconds("crema/" + name);
+            const double shared_ns = reporter.nanoseconds("crema-shared-stream/" + name);
             const double raw_ns = reporter.nanoseconds("baseline/" + name);
             if (crema_ns <= 0 || raw_ns <= 0) continue;  // not run (a filter)
             const std::size_t records = crema::bench::data_layer::database_of(*set).records();
@@ -122,6 +139,12 @@ int main(int argc, char** argv) {
                 "copies {:.2f} GB/s: {:.3f} of raw\n",
                 set->name, threads, static_cast<double>(records) / crema_ns * 1e9, bytes / crema_ns,
                 bytes / raw_ns, raw_ns / crema_ns);
+            if (shared_ns > 0) {
+              fmt::print(
+                  "    one stream shared by the batches: {:.0f} samples/s ({:.3f} of a stream "
+                  "each)\n",
+                  static_cast<double>(records) / shared_ns * 1e9, crema_ns / shared_ns);
+            }
           }
         }
       });

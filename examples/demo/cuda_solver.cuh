@@ -86,7 +86,6 @@ class cuda_participant {
   cuda_participant(int device, const mlp& model, std::size_t batch)
       : device_(device),
         layout_{model.inputs(), model.hidden(), model.classes()},
-        uploads_(on_device(device, [] { return std::make_shared<crema::cuda_stream>(); })),
         compute_(on_device(device, [] { return crema::cuda_stream(); })),
         parameters_(model.parameters(), {}, crema::cuda_device_resource(device)),
         gradients_(model.parameters(), {}, crema::cuda_device_resource(device)),
@@ -108,10 +107,10 @@ class cuda_participant {
   // The trained parameters, downloaded.
   std::span<const float> trained_parameters() const { return parameters_.host(); }
 
-  // A batch on this GPU, made once per pipeline slot; the producers' uploads go on this GPU's
-  // copy stream.
+  // A batch on this GPU, made once per pipeline slot, with a copy stream of its own: the
+  // producer that fills it shares no stream with the others.
   crema::cuda::device_batch<float> make_batch(std::size_t batch_size, crema::record_shape shape) {
-    return crema::cuda::device_batch<float>(batch_size, shape, uploads_, {},
+    return crema::cuda::device_batch<float>(batch_size, shape, {},
                                             crema::cuda_device_resource(device_));
   }
 
@@ -174,7 +173,6 @@ class cuda_participant {
  private:
   int device_;
   math::layout layout_;
-  std::shared_ptr<crema::cuda_stream> uploads_;
   crema::cuda_stream compute_;
   crema::cuda::synced_buffer<float> parameters_;
   crema::cuda::synced_buffer<float> gradients_;

@@ -27,6 +27,31 @@ void count(call c) noexcept {
 // What a handle points at: a tag, so that a handle this runtime did not make is refused.
 struct stream_object {
   std::uint32_t tag = 0x5354524d;  // "STRM"
+  std::atomic<int> callers{0};     // calls on this stream running now
+};
+
+std::atomic<std::uint64_t> overlaps{0};
+
+// Marks a call on `stream` while it runs; counts an overlap if another was running. The call
+// lingers a moment, as a runtime call does, so that threads sharing a stream are caught at it.
+class stream_call {
+ public:
+  explicit stream_call(cudaStream_t stream) noexcept
+      : stream_(reinterpret_cast<stream_object*>(stream)) {
+    if (stream_ == nullptr) return;
+    if (stream_->callers.fetch_add(1, std::memory_order_acq_rel) != 0) {
+      overlaps.fetch_add(1, std::memory_order_relaxed);
+    }
+    for (int i = 0; i < 200; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+  stream_call(const stream_call&) = delete;
+  stream_call& operator=(const stream_call&) = delete;
+  ~stream_call() {
+    if (stream_ != nullptr) stream_->callers.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+ private:
+  stream_object* stream_;
 };
 struct event_object {
   std::uint32_t tag = 0x45564e54;  // "EVNT"
@@ -78,6 +103,8 @@ counts all_threads() noexcept {
 
 counts this_thread() noexcept { return calling_thread; }
 
+std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_order_relaxed); }
+
 }  // namespace crema::test::counting_cuda
 
 using crema::test::counting_cuda::call;
@@ -87,6 +114,7 @@ using crema::test::counting_cuda::fail;
 using crema::test::counting_cuda::is_event;
 using crema::test::counting_cuda::is_stream;
 using crema::test::counting_cuda::last_error;
+using crema::test::counting_cuda::stream_call;
 using crema::test::counting_cuda::stream_object;
 
 extern "C" {
@@ -143,6 +171,7 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* destination, const void* source, siz
                                       cudaMemcpyKind /*kind*/, cudaStream_t stream) {
   count(call::memcpy_async);
   if (!is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  const stream_call on(stream);
   std::memcpy(destination, source, bytes);
   return cudaSuccess;
 }
@@ -168,6 +197,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                           unsigned int /*flags*/) {
   count(call::stream_wait_event);
+  const stream_call on(is_stream(stream) ? stream : nullptr);
   return is_stream(stream) && is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
@@ -188,6 +218,7 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   count(call::event_record);
   if (!is_event(event) || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  const stream_call on(stream);
   reinterpret_cast<event_object*>(event)->recorded = true;
   return cudaSuccess;
 }

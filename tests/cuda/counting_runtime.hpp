@@ -50,6 +50,9 @@ struct counts {
 
 /// @return the calls made so far by every thread
 counts all_threads() noexcept;
+/// @return how many calls on a stream (a copy, a record, a wait) found another call on the same
+///         stream still running: threads that shared a stream at the same moment
+std::uint64_t stream_overlaps() noexcept;
 /// @return the calls made so far by the calling thread
 counts this_thread() noexcept;
 

@@ -28,12 +28,15 @@ using batch_type = crema::cuda::device_batch<float>;
 constexpr crema::record_shape shape{3, 8, 8};
 constexpr std::size_t batch_size = 8;
 
+// Fills record r's pixels and label with r; uploads on `uploads`, or, where it is null, on a
+// stream of the batch's own.
 struct fill_on_host {
   using batch_type = ::batch_type;
   std::shared_ptr<crema::cuda_stream> uploads;
 
   batch_type make_batch(const crema::batch_context& where) const {
-    return batch_type(where.batch_size, shape, uploads);
+    return uploads ? batch_type(where.batch_size, shape, uploads)
+                   : batch_type(where.batch_size, shape);
   }
   void operator()(const int& record, batch_type& batch, const crema::sample_context& sample) const {
     const auto pixels = batch.record(sample.index);
@@ -61,94 +64,125 @@ std::string calls_besides(const counting::counts& calls, std::initializer_list<c
   return unexpected;
 }
 
+constexpr int batches = 400;
+constexpr std::size_t prefetch = 3;
+
+// What one ordered pass of `batches` batches cost, counted.
+struct counted_run {
+  counting::counts everything;    // every thread, the pipeline's life
+  counting::counts consumer;      // the consumer's thread while the pipeline ran
+  counting::counts steady;        // every thread, from batch 20 to `batches` - 20
+  std::uint64_t stream_overlaps;  // calls that met another on the same stream
+};
+
+// Pulls every batch on this thread, its stream waiting for each and releasing it after; checks
+// the consumer's side of each batch (one stream wait, nothing else) and the bytes that arrived.
+counted_run run_counted(std::shared_ptr<crema::cuda_stream> uploads, std::size_t producers) {
+  crema::cuda_stream compute;  // the consumer's stream
+  const auto at_start = counting::all_threads();
+  const auto consumer_at_start = counting::this_thread();
+  const auto overlaps_at_start = counting::stream_overlaps();
+  counted_run run{};
+  counting::counts warm;
+  int pulled = 0;
+  bool intact = true;
+  {
+    crema::double_buffered_pipeline pipe{
+        crema::vector_source<int>(first_records(batches * static_cast<int>(batch_size))),
+        fill_on_host{std::move(uploads)},
+        {.batch_size = batch_size,
+         .prefetch = prefetch,
+         .producers = producers,
+         .threads = 2,
+         .mode = crema::pipeline_mode::single_pass,
+         .ordered = true}};
+    for (auto batch : pipe.consumer(0)) {
+      if (pulled == 20) warm = counting::all_threads();
+      if (pulled == batches - 20) run.steady = counting::all_threads() - warm;
+      // The consumer's side of one batch: its stream waits for the upload, nothing else.
+      const auto before = counting::this_thread();
+      const auto on_device = batch->device(compute);
+      const auto consumer_calls = counting::this_thread() - before;
+      CHECK_MESSAGE(consumer_calls[call::stream_wait_event] <= 1, "batch " << pulled);
+      CHECK_MESSAGE(
+          calls_besides(consumer_calls, {call::stream_wait_event}).empty(),
+          "batch " << pulled << ": " << calls_besides(consumer_calls, {call::stream_wait_event}));
+      // The counting runtime's copies are done: device memory reads as host memory.
+      const float first = static_cast<float>(pulled * static_cast<int>(batch_size));
+      for (std::size_t i = 0; i < batch->size(); ++i) {
+        const float* record = on_device.data.data() + i * shape.elements();
+        intact = intact && on_device.labels.data()[i] == first + static_cast<float>(i) &&
+                 std::all_of(record, record + shape.elements(),
+                             [&](float v) { return v == first + static_cast<float>(i); });
+      }
+      batch.release_after(compute.record());
+      ++pulled;
+    }
+    run.consumer = counting::this_thread() - consumer_at_start;
+  }
+  CHECK(intact);
+  CHECK(pulled == batches);
+  run.everything = counting::all_threads() - at_start;
+  run.stream_overlaps = counting::stream_overlaps() - overlaps_at_start;
+  return run;
+}
+
+// What every feed of device batches must keep to, shared stream or not.
+void check_one_copy_one_event(const counted_run& run, std::size_t streams_made) {
+  const auto producer_side = run.everything - run.consumer;
+  INFO("calls on the producers' side:\n" << calls_besides(producer_side, {}));
+  INFO("calls on the consumer's thread:\n" << calls_besides(run.consumer, {}));
+  // The producers: one copy of data and labels together, one event recorded after it, and the
+  // stream's wait for the consumer's release (not before a slot's first fill).
+  CHECK(producer_side[call::memcpy_async] == batches);
+  CHECK(producer_side[call::event_record] == batches);
+  CHECK(producer_side[call::stream_wait_event] <= batches);
+  CHECK(producer_side[call::stream_wait_event] >= batches - prefetch);
+  // Before a slot's host block is written again, its last upload must have read it: at most one
+  // event synchronisation per fill, of that slot's own copy (long done, in steady state).
+  CHECK(producer_side[call::event_synchronize] <= batches);
+  // The consumer: the waits, and its own records for release_after; it never blocks on a copy.
+  CHECK(run.consumer[call::memcpy_async] == 0);
+  CHECK(run.consumer[call::stream_wait_event] <= batches);
+  CHECK(run.consumer[call::event_record] == batches);
+  CHECK(run.consumer[call::event_synchronize] == 0);
+  CHECK(run.consumer[call::stream_synchronize] == 0);
+  // No device switch anywhere, freeing included: the one device is current on every thread.
+  CHECK(run.everything[call::set_device] == 0);
+  CHECK(run.everything[call::stream_create] == streams_made);
+  // Events come from the streams' pools, which keep what they made: an upload stream holds no
+  // more than a copy in flight per slot, the consumer's a release per slot and one being
+  // recorded. So events are made while the slots first go round, never one per batch.
+  CHECK(run.everything[call::event_create] <= 2 * prefetch + 1);
+  // One pinned block and one device block per slot, each made on the slot's first fill.
+  CHECK(run.everything[call::allocate] == 2 * prefetch);
+  // Steady state: no memory, no stream, the copies of the batches pulled meanwhile.
+  CHECK(run.steady[call::memcpy_async] + prefetch >= batches - 40);  // producers run ahead
+  CHECK(run.steady[call::memcpy_async] <= batches - 40 + prefetch);
+  CHECK(run.steady[call::allocate] == 0);
+  CHECK(run.steady[call::stream_create] == 0);
+}
+
 }  // namespace
 
 TEST_SUITE("cuda device_batch, counted") {
   TEST_CASE(
       "a batch costs one copy and one event on the producer's side and one stream wait on "
-      "the consumer's, and steady state makes no event, stream or memory") {
+      "the consumer's, and steady state makes no stream or memory") {
     crema::test::watchdog guard(60s, "counted device batches");
-    constexpr int batches = 400;
-    constexpr std::size_t prefetch = 3;
-    constexpr std::size_t producers = 2;
-    crema::cuda_stream compute;  // the consumer's stream
-    auto uploads = std::make_shared<crema::cuda_stream>();
-    const auto at_start = counting::all_threads();
-    const auto consumer_at_start = counting::this_thread();
-    counting::counts warm;  // every thread's calls once the slots have all been filled twice
-    counting::counts warm_until;
-    counting::counts consumer;  // the consumer thread's calls while the pipeline ran
-    int pulled = 0;
-    bool intact = true;
-    {
-      crema::double_buffered_pipeline pipe{
-          crema::vector_source<int>(first_records(batches * static_cast<int>(batch_size))),
-          fill_on_host{uploads},
-          {.batch_size = batch_size,
-           .prefetch = prefetch,
-           .producers = producers,
-           .threads = 2,
-           .mode = crema::pipeline_mode::single_pass,
-           .ordered = true}};
-      for (auto batch : pipe.consumer(0)) {
-        if (pulled == 20) warm = counting::all_threads();
-        if (pulled == batches - 20) warm_until = counting::all_threads();
-        // The consumer's side of one batch: its stream waits for the upload, nothing else.
-        const auto before = counting::this_thread();
-        const auto on_device = batch->device(compute);
-        const auto consumer_calls = counting::this_thread() - before;
-        CHECK_MESSAGE(consumer_calls[call::stream_wait_event] <= 1, "batch " << pulled);
-        CHECK_MESSAGE(
-            calls_besides(consumer_calls, {call::stream_wait_event}).empty(),
-            "batch " << pulled << ": " << calls_besides(consumer_calls, {call::stream_wait_event}));
-        // The counting runtime's copies are done: device memory reads as host memory.
-        const float first = static_cast<float>(pulled * static_cast<int>(batch_size));
-        for (std::size_t i = 0; i < batch->size(); ++i) {
-          const float* record = on_device.data.data() + i * shape.elements();
-          intact = intact && on_device.labels.data()[i] == first + static_cast<float>(i) &&
-                   std::all_of(record, record + shape.elements(),
-                               [&](float v) { return v == first + static_cast<float>(i); });
-        }
-        batch.release_after(compute.record());
-        ++pulled;
-      }
-      consumer = counting::this_thread() - consumer_at_start;
+    const auto run = run_counted(std::make_shared<crema::cuda_stream>(), 2);
+    check_one_copy_one_event(run, 0);
+  }
+
+  TEST_CASE(
+      "batches with streams of their own: no two producers ever call on the same stream at "
+      "once") {
+    crema::test::watchdog guard(60s, "counted device batches, own streams");
+    for (const std::size_t producers : {2, 4}) {
+      CAPTURE(producers);
+      const auto run = run_counted(nullptr, producers);
+      check_one_copy_one_event(run, prefetch);  // a stream per slot, made with it
+      CHECK(run.stream_overlaps == 0);
     }
-    CHECK(intact);
-    REQUIRE(pulled == batches);
-    const auto everything = counting::all_threads() - at_start;
-    const auto producer_side = everything - (counting::this_thread() - consumer_at_start);
-    INFO("calls on the producers' side:\n" << calls_besides(producer_side, {}));
-    INFO("calls on the consumer's thread:\n" << calls_besides(consumer, {}));
-    // The producers: one copy of data and labels together, one event recorded after it, and the
-    // stream's wait for the consumer's release (not before a slot's first fill).
-    CHECK(producer_side[call::memcpy_async] == batches);
-    CHECK(producer_side[call::event_record] == batches);
-    CHECK(producer_side[call::stream_wait_event] <= batches);
-    CHECK(producer_side[call::stream_wait_event] >= batches - prefetch);
-    // Before a slot's host block is written again, its last upload must have read it: one
-    // event synchronisation per fill, of that slot's own copy (done long before, in steady state).
-    CHECK(producer_side[call::event_synchronize] <= batches);
-    // The consumer: the wait, and its own record for release_after; it never blocks on a copy.
-    CHECK(consumer[call::memcpy_async] == 0);
-    CHECK(consumer[call::stream_wait_event] <= batches);
-    CHECK(consumer[call::event_record] == batches);
-    CHECK(consumer[call::event_synchronize] == 0);
-    CHECK(consumer[call::stream_synchronize] == 0);
-    // No device switch anywhere, freeing included: the one device is current on every thread.
-    CHECK(everything[call::set_device] == 0);
-    CHECK(everything[call::stream_create] == 0);
-    // Events come from the streams' pools, which keep what they made: the upload stream never
-    // holds more than a copy in flight per slot, the consumer's more than a release per slot. So
-    // events are made while the slots first go round, never one per batch.
-    CHECK(everything[call::event_create] <= 2 * prefetch);
-    // One pinned block and one device block per slot, each made on the slot's first fill.
-    CHECK(everything[call::allocate] == 2 * prefetch);
-    // Steady state: no memory, no stream, the copies of the batches pulled meanwhile.
-    const auto steady = warm_until - warm;
-    CHECK(steady[call::memcpy_async] + prefetch >= batches - 40);  // the producers run ahead
-    CHECK(steady[call::memcpy_async] <= batches - 40 + prefetch);
-    CHECK(steady[call::allocate] == 0);
-    CHECK(steady[call::stream_create] == 0);
   }
 }

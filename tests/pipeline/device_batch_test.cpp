@@ -36,7 +36,10 @@ struct fill_batch {
   std::vector<std::shared_ptr<crema::emulated_stream>> streams;
   std::vector<crema::test::recording_device_resource> devices;
 
+  bool own_streams = false;  // each batch uploads on a stream of its own, not its consumer's
+
   batch_type make_batch(const crema::batch_context& where) const {
+    if (own_streams) return batch_type(where.batch_size, shape, {}, devices.at(where.consumer));
     return batch_type(where.batch_size, shape, streams.at(where.consumer), {},
                       devices.at(where.consumer));
   }
@@ -132,6 +135,8 @@ TEST_SUITE("device_batch") {
       "runs") {
     crema::test::watchdog guard(60s, "release_after");
     rig setup(1);
+    SUBCASE("the batches upload on their consumer's stream") {}
+    SUBCASE("each batch uploads on a stream of its own") { setup.transform.own_streams = true; }
     crema::emulated_stream compute;  // the consumer's stream: its "kernels" run late
     std::atomic<int> wrong{0};
     std::atomic<int> checked{0};

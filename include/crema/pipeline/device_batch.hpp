@@ -12,8 +12,8 @@
 
 #include <cstddef>
 #include <memory>
-#include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 namespace crema {
@@ -34,12 +34,13 @@ struct device_batch_view {
 /// first, the data after them at the next 256 bytes, so that the data is as aligned as the
 /// block. A batch transform makes one per slot in `make_batch` and fills record `i` through
 /// `record(i)` and `set_label(i, label)`. Its finishing step (`finish`, called by the producer
-/// after the last record) starts one copy of the block on `stream`, records one event after it
-/// and returns: the consumer receives a batch whose copy is in flight or done. The consumer
-/// reads `device()` (the host waits for the copy) or, without blocking the host,
-/// `device(consumer_stream)` (the consumer's stream waits for the copy's event: one wait for
-/// data and labels). Releasing the lease with `release_after(consumer_stream.record())` keeps the
-/// next upload into this batch from starting before the consumer's device work on it is done.
+/// after the last record) starts one copy of the block on the batch's upload stream (its own, or
+/// one its consumer's batches share), records one event after it and returns: the consumer receives
+/// a batch whose copy is in flight or done. The consumer reads `device()` (the host waits for the
+/// copy) or, without blocking the host, `device(consumer_stream)` (the consumer's stream waits for
+/// the copy's event: one wait for data and labels). Releasing the lease with
+/// `release_after(consumer_stream.record())` keeps the next upload into this batch from starting
+/// before the consumer's device work on it is done.
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease; the
 /// pipeline orders the two). `record`, `set_label` and `finish` allocate only on the first fill.
@@ -54,11 +55,22 @@ class device_batch {
   using event_type = typename stream_type::event_type;
   using view_type = device_batch_view<T>;
 
+  /// @brief A batch that uploads on a stream of its own, made on `device`'s device: the producer
+  /// that fills it shares no stream, and no lock of one, with the other producers (the
+  /// recommended form; a stream per slot is cheap, slots are few).
   /// @param batch_size records it holds at most
   /// @param shape      one record's dimensions
-  /// @param stream     where the uploads go: a copy stream of the consumer's device, shared by
-  ///                   that consumer's batches or one per batch; must be non-null and outlive
-  ///                   the batch's uploads
+  /// @throws crema::length_error if batch_size x shape (and the labels) do not fit in a buffer
+  /// @throws whatever making the stream throws (crema::cuda_error without a device)
+  explicit device_batch(std::size_t batch_size, record_shape shape,
+                        HostResource host = HostResource{},
+                        DeviceResource device = DeviceResource{})
+      : device_batch(batch_size, shape, stream_on(device), std::move(host), std::move(device)) {}
+
+  /// @brief A batch that uploads on `stream`.
+  /// @param stream where the uploads go: a copy stream of the consumer's device (shared by that
+  ///               consumer's batches, its producers then take turns on it); must be non-null
+  ///               and outlive the batch's uploads
   /// @throws crema::length_error if batch_size x shape (and the labels) do not fit in a buffer
   /// @throws crema::config_error if `stream` is null
   device_batch(std::size_t batch_size, record_shape shape, std::shared_ptr<stream_type> stream,
@@ -87,16 +99,22 @@ class device_batch {
   /// wrote and records one event after it, and returns. Called by the producer.
   void finish(const batch_info& info) {
     size_ = info.size;
-    if (retired_) {
-      stream_->wait(*retired_);
-      retired_.reset();
+    if (retired_pending_) {
+      // The event stays until the consumer's next `retire_after` replaces it: it goes back to the
+      // consumer's stream on the consumer's thread, not on this producer's, where it would meet
+      // the other producers at that stream's event pool.
+      stream_->wait(retired_);
+      retired_pending_ = false;
     }
     // A block the transform did not write is already on the device: nothing to copy.
     (void)block_.device(*stream_);
   }
   /// @brief The next upload into this batch waits for `event` (the consumer's last use of it).
   /// Called through `lease::release_after`.
-  void retire_after(event_type event) { retired_.emplace(std::move(event)); }
+  void retire_after(event_type event) {
+    retired_ = std::move(event);
+    retired_pending_ = true;
+  }
 
   /// @brief The batch on the device for work queued on `stream`, without blocking the host:
   /// `stream` waits for the upload's event if the copy is still in flight (one wait for data
@@ -142,6 +160,13 @@ class device_batch {
     }
     return *rounded / step * step;
   }
+  static std::shared_ptr<stream_type> stream_on(const DeviceResource& device) {
+    if constexpr (std::is_constructible_v<stream_type, int>) {
+      return std::make_shared<stream_type>(device.device_id());
+    } else {
+      return std::make_shared<stream_type>();
+    }
+  }
   static std::size_t block_elements(std::size_t batch_size, record_shape shape,
                                     std::size_t data_offset) {
     const auto all =
@@ -165,7 +190,8 @@ class device_batch {
   buffer_type block_;  // labels, then data
   std::size_t size_ = 0;
   std::shared_ptr<stream_type> stream_;
-  std::optional<event_type> retired_;
+  event_type retired_{};          // the consumer's last use, from `retire_after`
+  bool retired_pending_ = false;  // `retired_` not waited for yet
 };
 
 }  // namespace crema

@@ -133,6 +133,13 @@ class cuda_stream {
         events_(std::make_shared<detail::cuda_event_pool>(device_)) {
     CREMA_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
+  /// @brief A new non-blocking stream on device `device` (the caller's current device is kept).
+  /// @throws crema::cuda_error if the device cannot be made current or the stream created
+  explicit cuda_stream(int device)
+      : device_(device), owned_(true), events_(std::make_shared<detail::cuda_event_pool>(device_)) {
+    cuda::scoped_device on(device_);
+    CREMA_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
   /// @brief A view of a stream someone else owns and destroys; `device` is where it lives.
   /// The view keeps its own events (see `record`).
   [[nodiscard]] static cuda_stream wrap(cudaStream_t stream, int device) {
