@@ -3,6 +3,7 @@
 #include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/host/device_tree_reducer.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
+#include <crema/collective/mpi/detail/reducer_wire.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/collective/tree_collective.hpp>
@@ -25,6 +26,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace crema::mpi {
@@ -118,6 +120,9 @@ class mpi_reducer {
           "mpi_reducer: across_ranks::allreduce needs float, double, int32 or int64 elements");
     }
     detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    // A message another rank sent wrong (longer than the receive, say) is an error to name, not
+    // a reason for MPI to end the job.
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     int rank = 0;
     int ranks = 1;
     MPI_Comm_rank(comm_, &rank);
@@ -243,37 +248,13 @@ class mpi_reducer {
     return "?";
   }
 
-  // What a rank says it is about to do; all ranks must say the same.
-  struct view {
-    std::uint64_t op = 0;
-    std::uint64_t begin = 0;
-    std::uint64_t end = 0;
-    std::uint64_t root = 0;
-    std::uint64_t step = 0;
-    std::uint64_t elements = 0;
-    std::uint64_t local = 0;
-    std::uint64_t element_bytes = 0;
-    friend bool operator==(const view&, const view&) = default;
-  };
+  using view = detail::reducer_view;
   static std::string describe(const view& v) {
     return fmt::format(
         "{} of elements [{}, {}) root {} at step {} ({} local participants of {} elements of {} "
         "bytes)",
         operation_name(v.op), v.begin, v.end, v.root, v.step, v.local, v.elements, v.element_bytes);
   }
-  // Rank 0's answer: agreement, or the first rank that disagreed (with both views), or a rank
-  // that did not answer.
-  struct verdict {
-    std::uint64_t status = 0;  // 0 agreed, 1 a rank disagrees, 2 a rank is silent
-    std::uint64_t rank = 0;
-    view zero{};
-    view theirs{};
-  };
-
-  static constexpr int agree_tag = 1;
-  static constexpr int verdict_tag = 2;
-  static constexpr int data_tag = 3;
-
   void check_root(const char* call, std::size_t root) const {
     crema::detail::check_participant(name, call, root, participants());
   }
@@ -289,60 +270,113 @@ class mpi_reducer {
     const view mine{static_cast<std::uint64_t>(op), begin,    end, root, step_++, local_.size(),
                     local_participants(),           sizeof(T)};
     if (ranks_ == 1) return;
-    verdict answer;
+    detail::reducer_verdict answer;
     if (rank_ == 0) {
-      std::vector<view> views(ranks_);
-      std::vector<MPI_Request> requests(ranks_ - 1, MPI_REQUEST_NULL);
-      std::vector<int> peers(ranks_ - 1);
-      for (std::size_t r = 1; r < ranks_; ++r) {
-        peers[r - 1] = static_cast<int>(r);
-        detail::check(MPI_Irecv(&views[r], sizeof(view), MPI_BYTE, static_cast<int>(r), agree_tag,
-                                comm_, &requests[r - 1]),
-                      "MPI_Irecv");
-      }
-      const auto silent = wait_for_some(requests, peers);
-      if (silent) {
-        answer = {2, static_cast<std::uint64_t>(*silent), mine, {}};
-      } else {
-        for (std::size_t r = 1; r < ranks_; ++r) {
-          if (!(views[r] == mine)) {
-            answer = {1, r, mine, views[r]};
-            break;
-          }
+      answer = hear_views(mine);
+    } else {
+      answer = hear_verdict(mine);
+    }
+    switch (answer.kind) {
+      case detail::verdict_kind::agreed:
+        return;
+      case detail::verdict_kind::silent:
+        spend(fmt::format("rank {} did not answer within {} ms; rank {} was at its {}", answer.rank,
+                          options_.timeout.count(), rank_, describe(mine)));
+      case detail::verdict_kind::disagrees:
+        spend(fmt::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
+                          describe(answer.zero), answer.rank, describe(answer.theirs)));
+      case detail::verdict_kind::malformed:
+        spend(fmt::format(
+            "rank {} sent rank 0 {} for the {}; refused", answer.rank,
+            answer.bytes == longer_than_a_view
+                ? fmt::format("more bytes than a view's {}", sizeof(view))
+                : fmt::format("{} bytes where a view has {}", answer.bytes, sizeof(view)),
+            describe(answer.zero)));
+    }
+  }
+
+  // A malformed verdict's byte count when MPI refused the message: longer than the receive.
+  static constexpr std::uint64_t longer_than_a_view = ~std::uint64_t{0};
+
+  // Rank 0's side of an agreement: hears every other rank's view, compares it with its own and
+  // tells everyone the verdict. The first rank that is silent, sends something that is not a
+  // view, or disagrees, in that order, is the one named.
+  detail::reducer_verdict hear_views(const view& mine) {
+    std::vector<std::array<std::byte, sizeof(view)>> received(ranks_);
+    std::vector<MPI_Request> requests(ranks_ - 1, MPI_REQUEST_NULL);
+    std::vector<detail::completion> ends(ranks_ - 1);
+    for (std::size_t r = 1; r < ranks_; ++r) {
+      detail::check(MPI_Irecv(received[r].data(), sizeof(view), MPI_BYTE, static_cast<int>(r),
+                              detail::view_tag, comm_, &requests[r - 1]),
+                    "MPI_Irecv");
+    }
+    detail::reducer_verdict answer{.zero = mine};
+    if (const auto silent = detail::wait_each(requests, ends, options_.timeout)) {
+      answer.kind = detail::verdict_kind::silent;
+      answer.rank = *silent + 1;
+    } else {
+      for (std::size_t r = 1; r < ranks_ && answer.kind == detail::verdict_kind::agreed; ++r) {
+        int bytes = 0;
+        if (ends[r - 1].code == MPI_SUCCESS) MPI_Get_count(&ends[r - 1].status, MPI_BYTE, &bytes);
+        const auto theirs =
+            detail::decode_view(std::span(received[r])
+                                    .first(ends[r - 1].code == MPI_SUCCESS
+                                               ? static_cast<std::size_t>(std::max(bytes, 0))
+                                               : sizeof(view)));
+        if (ends[r - 1].code != MPI_SUCCESS || std::holds_alternative<std::string>(theirs)) {
+          // A message longer than a view is refused by MPI: all rank 0 knows is that it was.
+          answer = {detail::verdict_kind::malformed,
+                    r,
+                    ends[r - 1].code == MPI_SUCCESS ? static_cast<std::uint64_t>(bytes)
+                                                    : longer_than_a_view,
+                    mine,
+                    {}};
+        } else if (!(std::get<view>(theirs) == mine)) {
+          answer = {detail::verdict_kind::disagrees, r, 0, mine, std::get<view>(theirs)};
         }
       }
-      std::vector<MPI_Request> sends(ranks_ - 1, MPI_REQUEST_NULL);
-      for (std::size_t r = 1; r < ranks_; ++r) {
-        if (answer.status == 2 && answer.rank == r) continue;  // it is not listening
-        detail::check(MPI_Isend(&answer, sizeof(answer), MPI_BYTE, static_cast<int>(r), verdict_tag,
-                                comm_, &sends[r - 1]),
-                      "MPI_Isend");
-      }
-      wait_for_some(sends, peers);  // a rank that died now is found at the next operation
-    } else {
-      MPI_Request send = MPI_REQUEST_NULL;
-      MPI_Request receive = MPI_REQUEST_NULL;
-      detail::check(MPI_Isend(&mine, sizeof(view), MPI_BYTE, 0, agree_tag, comm_, &send),
+    }
+    std::vector<MPI_Request> sends(ranks_ - 1, MPI_REQUEST_NULL);
+    std::vector<int> peers(ranks_ - 1);
+    for (std::size_t r = 1; r < ranks_; ++r) {
+      peers[r - 1] = static_cast<int>(r);
+      if (answer.kind == detail::verdict_kind::silent && answer.rank == r) continue;  // not there
+      detail::check(MPI_Isend(&answer, sizeof(answer), MPI_BYTE, static_cast<int>(r),
+                              detail::verdict_tag, comm_, &sends[r - 1]),
                     "MPI_Isend");
-      detail::check(MPI_Irecv(&answer, sizeof(answer), MPI_BYTE, 0, verdict_tag, comm_, &receive),
-                    "MPI_Irecv");
-      std::array<MPI_Request, 2> both{send, receive};
-      const std::array<int, 2> zero{0, 0};
-      // Rank 0 answers only once it has waited `timeout` for a silent rank: wait longer for it,
-      // so that the silent rank is the one named.
-      if (wait_for_some(both, zero, 2 * options_.timeout)) {
-        spend(fmt::format("rank {} did not hear from rank 0 within {} ms about its {}", rank_,
-                          2 * options_.timeout.count(), describe(mine)));
-      }
     }
-    if (answer.status == 2) {
-      spend(fmt::format("rank {} did not answer within {} ms; rank {} was at its {}", answer.rank,
-                        options_.timeout.count(), rank_, describe(mine)));
+    std::vector<detail::completion> sent(ranks_ - 1);
+    detail::wait_each(sends, sent, options_.timeout);  // a rank gone now is found next time
+    return answer;
+  }
+
+  // Another rank's side of an agreement: tells rank 0 its view and hears the verdict, which it
+  // checks before it believes it.
+  detail::reducer_verdict hear_verdict(const view& mine) {
+    std::array<std::byte, sizeof(detail::reducer_verdict)> received{};
+    std::array<MPI_Request, 2> both{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    std::array<detail::completion, 2> ends{};
+    detail::check(MPI_Isend(&mine, sizeof(view), MPI_BYTE, 0, detail::view_tag, comm_, &both[0]),
+                  "MPI_Isend");
+    detail::check(MPI_Irecv(received.data(), sizeof(received), MPI_BYTE, 0, detail::verdict_tag,
+                            comm_, &both[1]),
+                  "MPI_Irecv");
+    // Rank 0 answers only once it has waited `timeout` for a silent rank: wait longer for it,
+    // so that the silent rank is the one named.
+    if (detail::wait_each(both, ends, 2 * options_.timeout)) {
+      spend(fmt::format("rank {} did not hear from rank 0 within {} ms about its {}", rank_,
+                        2 * options_.timeout.count(), describe(mine)));
     }
-    if (answer.status == 1) {
-      spend(fmt::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
-                        describe(answer.zero), answer.rank, describe(answer.theirs)));
+    if (const auto problem = detail::receive_problem(ends[1], sizeof(received))) {
+      spend(fmt::format("rank 0 sent rank {} {} as its verdict on the {}; refused", rank_, *problem,
+                        describe(mine)));
     }
+    auto verdict = detail::decode_verdict(received, ranks_);
+    if (const auto* problem = std::get_if<std::string>(&verdict)) {
+      spend(fmt::format("rank 0 sent rank {} {} on the {}; refused", rank_, *problem,
+                        describe(mine)));
+    }
+    return std::get<detail::reducer_verdict>(verdict);
   }
 
   // Marks the reducer spent and raises the failure.
@@ -352,23 +386,34 @@ class mpi_reducer {
     crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: {}", reason);
   }
 
-  // Waits for every request until the timeout; returns the first peer whose request did not
-  // complete (its request cancelled), or nothing.
-  std::optional<int> wait_for_some(std::span<MPI_Request> requests, std::span<const int> peers) {
-    return wait_for_some(requests, peers, options_.timeout);
-  }
-  std::optional<int> wait_for_some(std::span<MPI_Request> requests, std::span<const int> peers,
-                                   std::chrono::milliseconds timeout) {
-    const auto silent = detail::wait_all(requests, timeout);
-    if (!silent) return std::nullopt;
-    return peers[*silent];
+  // Waits for every request (sends, a broadcast) until the timeout; a peer whose request did
+  // not end in time, or failed, spends the reducer, named.
+  void wait(std::span<MPI_Request> requests, std::span<const int> peers, const char* what) {
+    std::vector<detail::completion> ends(requests.size());
+    if (const auto silent = detail::wait_each(requests, ends, options_.timeout)) {
+      spend(fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
+                        options_.timeout.count(), peers[*silent], what, step_ - 1));
+    }
+    for (std::size_t i = 0; i < ends.size(); ++i) {
+      if (ends[i].code != MPI_SUCCESS) {
+        spend(fmt::format("rank {} could not exchange the {} of step {} with rank {}: {}", rank_,
+                          what, step_ - 1, peers[i], detail::failure_text(ends[i].code)));
+      }
+    }
   }
 
-  // As wait_for_some, raising a spent mpi_error naming the silent peer.
-  void wait(std::span<MPI_Request> requests, std::span<const int> peers, const char* what) {
-    if (const auto silent = wait_for_some(requests, peers)) {
+  // Waits for one receive of `bytes` bytes from `peer`, as `wait`; a message of any other size
+  // (one longer than the buffer, which MPI refuses, included) is never used: it spends the
+  // reducer, naming the peer.
+  void receive(MPI_Request& request, int peer, std::size_t bytes, const char* what) {
+    detail::completion end;
+    if (detail::wait_each({&request, 1}, {&end, 1}, options_.timeout)) {
       spend(fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
-                        options_.timeout.count(), *silent, what, step_ - 1));
+                        options_.timeout.count(), peer, what, step_ - 1));
+    }
+    if (const auto problem = detail::receive_problem(end, bytes)) {
+      spend(fmt::format("rank {} sent rank {} {} in the {} of step {}; refused", peer, rank_,
+                        *problem, what, step_ - 1));
     }
   }
 
@@ -427,14 +472,15 @@ class mpi_reducer {
           MPI_Request request = MPI_REQUEST_NULL;
           if (rank_ == holder) {
             detail::check(MPI_Isend(sum.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, peer,
-                                    data_tag, comm_, &request),
+                                    detail::data_tag, comm_, &request),
                           "MPI_Isend");
+            wait({&request, 1}, {&peer, 1}, "delivery");
           } else {
             detail::check(MPI_Irecv(sum.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, peer,
-                                    data_tag, comm_, &request),
+                                    detail::data_tag, comm_, &request),
                           "MPI_Irecv");
+            receive(request, peer, count * sizeof(T), "delivery");
           }
-          wait({&request, 1}, {&peer, 1}, "delivery");
         }
       }
       if (rank_ == target_rank) {
@@ -472,7 +518,7 @@ class mpi_reducer {
     const auto post_receive = [&](std::size_t c, std::size_t k) {
       const auto into = slot(c, k);
       detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, static_cast<int>(children[c]),
-                              data_tag, comm_, &receives[2 * c + k % 2]),
+                              detail::data_tag, comm_, &receives[2 * c + k % 2]),
                     "MPI_Irecv");
     };
     for (std::size_t c = 0; c < children.size(); ++c) {
@@ -486,14 +532,14 @@ class mpi_reducer {
       if (local_participants() > 1) local_.sum_into(offset, offset + sum.size(), sum);
       for (std::size_t c = 0; c < children.size(); ++c) {
         const int child = static_cast<int>(children[c]);
-        wait({&receives[2 * c + k % 2], 1}, {&child, 1}, "sum");
+        receive(receives[2 * c + k % 2], child, slot(c, k).size_bytes(), "sum");
         crema::detail::add_into(sum.data(), slot(c, k).data(), sum.size());
         if (k + 2 < chunks) post_receive(c, k + 2);
       }
       if (parent) {
-        detail::check(
-            MPI_Isend(sum.data(), bytes_of(sum), MPI_BYTE, parent_rank, data_tag, comm_, &sends[k]),
-            "MPI_Isend");
+        detail::check(MPI_Isend(sum.data(), bytes_of(sum), MPI_BYTE, parent_rank, detail::data_tag,
+                                comm_, &sends[k]),
+                      "MPI_Isend");
       }
     }
     if (parent) {
@@ -510,21 +556,21 @@ class mpi_reducer {
     if (parent) {
       for (std::size_t k = 0; k < chunks; ++k) {
         const auto into = region(k);
-        detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, parent_rank, data_tag, comm_,
-                                &from_parent[k]),
+        detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, parent_rank,
+                                detail::data_tag, comm_, &from_parent[k]),
                       "MPI_Irecv");
       }
     }
     std::vector<MPI_Request> down(chunks * children.size(), MPI_REQUEST_NULL);
     std::vector<int> down_peers(down.size());
     for (std::size_t k = 0; k < chunks; ++k) {
-      if (parent) wait({&from_parent[k], 1}, {&parent_rank, 1}, "result");
+      if (parent) receive(from_parent[k], parent_rank, region(k).size_bytes(), "result");
       const auto result = region(k);
       for (std::size_t c = 0; c < children.size(); ++c) {
         down_peers[k * children.size() + c] = static_cast<int>(children[c]);
         detail::check(
             MPI_Isend(result.data(), bytes_of(result), MPI_BYTE, static_cast<int>(children[c]),
-                      data_tag, comm_, &down[k * children.size() + c]),
+                      detail::data_tag, comm_, &down[k * children.size() + c]),
             "MPI_Isend");
       }
     }
@@ -544,15 +590,16 @@ class mpi_reducer {
     for (const std::size_t child : rank_tree_->children(rank_)) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int peer = static_cast<int>(child);
-      detail::check(MPI_Irecv(incoming_.data(), bytes, MPI_BYTE, peer, data_tag, comm_, &request),
-                    "MPI_Irecv");
-      wait({&request, 1}, {&peer, 1}, "sum");
+      detail::check(
+          MPI_Irecv(incoming_.data(), bytes, MPI_BYTE, peer, detail::data_tag, comm_, &request),
+          "MPI_Irecv");
+      receive(request, peer, count * sizeof(T), "sum");
       crema::detail::add_into(sum.data(), incoming_.data(), count);
     }
     if (const auto parent = rank_tree_->parent(rank_)) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int peer = static_cast<int>(*parent);
-      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peer, data_tag, comm_, &request),
+      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peer, detail::data_tag, comm_, &request),
                     "MPI_Isend");
       wait({&request, 1}, {&peer, 1}, "sum");
     }
@@ -564,17 +611,18 @@ class mpi_reducer {
     if (const auto parent = rank_tree_->parent(rank_)) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int peer = static_cast<int>(*parent);
-      detail::check(MPI_Irecv(sum.data(), bytes, MPI_BYTE, peer, data_tag, comm_, &request),
+      detail::check(MPI_Irecv(sum.data(), bytes, MPI_BYTE, peer, detail::data_tag, comm_, &request),
                     "MPI_Irecv");
-      wait({&request, 1}, {&peer, 1}, "result");
+      receive(request, peer, sum.size_bytes(), "result");
     }
     const auto children = rank_tree_->children(rank_);
     std::vector<MPI_Request> sends(children.size(), MPI_REQUEST_NULL);
     std::vector<int> peers(children.size());
     for (std::size_t c = 0; c < children.size(); ++c) {
       peers[c] = static_cast<int>(children[c]);
-      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peers[c], data_tag, comm_, &sends[c]),
-                    "MPI_Isend");
+      detail::check(
+          MPI_Isend(sum.data(), bytes, MPI_BYTE, peers[c], detail::data_tag, comm_, &sends[c]),
+          "MPI_Isend");
     }
     wait(sends, peers, "result");
   }

@@ -3,8 +3,10 @@
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 
+#include <fmt/core.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -104,6 +106,73 @@ inline std::optional<std::size_t> wait_all(std::span<MPI_Request> requests,
     MPI_Request_free(&requests[i]);
   }
   return first;
+}
+
+// How one request ended: MPI's code for it and, for a receive, its status.
+struct completion {
+  bool done = false;
+  int code = MPI_SUCCESS;
+  MPI_Status status{};
+};
+
+// Waits for every request until `timeout`, noting how each ended in `ends` (one per request). A
+// request MPI fails (a receive of a message longer than its buffer, say) ends with MPI's code,
+// where the communicator returns errors (MPI_ERRORS_RETURN) rather than aborting. Returns the
+// index of the first request that did not end, after cancelling and freeing every one that did
+// not, or nothing.
+inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
+                                            std::span<completion> ends,
+                                            std::chrono::milliseconds timeout) {
+  const bool all_ended = poll_until(
+      [&] {
+        bool all = true;
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          if (ends[i].done) continue;
+          int complete = 0;
+          ends[i].code = MPI_Test(&requests[i], &complete, &ends[i].status);
+          ends[i].done = complete != 0 || ends[i].code != MPI_SUCCESS;
+          all = all && ends[i].done;
+        }
+        return all;
+      },
+      timeout);
+  if (all_ended) return std::nullopt;
+  std::optional<std::size_t> first;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (ends[i].done || requests[i] == MPI_REQUEST_NULL) continue;
+    if (!first) first = i;
+    MPI_Cancel(&requests[i]);
+    MPI_Request_free(&requests[i]);
+  }
+  return first;
+}
+
+// MPI's words for an error code.
+[[nodiscard]] inline std::string failure_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<std::size_t>(std::max(length, 0)));
+}
+
+// What is wrong with a receive of `expected` bytes that ended as `end`, or nothing: a message of
+// another size, one longer than the buffer (which MPI refuses), or MPI's own failure.
+[[nodiscard]] inline std::optional<std::string> receive_problem(const completion& end,
+                                                                std::size_t expected) {
+  if (end.code != MPI_SUCCESS) {
+    int error_class = 0;
+    MPI_Error_class(end.code, &error_class);
+    if (error_class == MPI_ERR_TRUNCATE) {
+      return fmt::format("a message longer than the {} bytes expected", expected);
+    }
+    return fmt::format("nothing MPI could deliver ({})", failure_text(end.code));
+  }
+  int bytes = 0;
+  MPI_Get_count(&end.status, MPI_BYTE, &bytes);
+  if (bytes < 0 || static_cast<std::size_t>(bytes) != expected) {
+    return fmt::format("{} bytes where {} were expected", bytes, expected);
+  }
+  return std::nullopt;
 }
 
 // Receives a message that MPI_Improbe matched, of whatever size, into `into` (resized to it);
