@@ -225,13 +225,7 @@ class mpi_reducer {
  private:
   static constexpr const char* name = "mpi_reducer";
 
-  enum class operation : std::uint64_t {
-    construct = 1,
-    broadcast,
-    reduce_sum,
-    reduce_average,
-    allreduce,
-  };
+  using operation = detail::reducer_operation;
   static const char* operation_name(std::uint64_t op) {
     switch (static_cast<operation>(op)) {
       case operation::construct:

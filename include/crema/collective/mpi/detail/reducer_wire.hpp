@@ -25,6 +25,15 @@ inline constexpr int view_tag = 1;
 inline constexpr int verdict_tag = 2;
 inline constexpr int data_tag = 3;
 
+// The operations the ranks agree on, as a view names them.
+enum class reducer_operation : std::uint64_t {
+  construct = 1,
+  broadcast,
+  reduce_sum,
+  reduce_average,
+  allreduce,
+};
+
 // What a rank says it is about to do; all ranks must say the same.
 struct reducer_view {
   std::uint64_t op = 0;
