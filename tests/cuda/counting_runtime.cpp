@@ -55,7 +55,6 @@ class stream_call {
 };
 struct event_object {
   std::uint32_t tag = 0x45564e54;  // "EVNT"
-  bool recorded = false;
 };
 
 thread_local cudaError_t last_error = cudaSuccess;
@@ -219,7 +218,6 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   count(call::event_record);
   if (!is_event(event) || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   const stream_call on(stream);
-  reinterpret_cast<event_object*>(event)->recorded = true;
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {

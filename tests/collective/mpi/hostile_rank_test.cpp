@@ -64,8 +64,8 @@ class hostile {
   std::vector<std::byte> hear_verdict() {
     std::vector<std::byte> bytes(4 * sizeof(wire::reducer_verdict));
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Irecv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, wire::verdict_tag, comm_,
-              &request);
+    MPI_Irecv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, wire::reducer_verdict_tag,
+              comm_, &request);
     MPI_Status status{};
     if (!finish(request, &status)) return {};
     int count = 0;
@@ -75,7 +75,7 @@ class hostile {
   }
   // Goes through an agreement as an honest rank would.
   void agree(const wire::reducer_view& view) {
-    send(&view, sizeof view, 0, wire::view_tag);
+    send(&view, sizeof view, 0, wire::reducer_view_tag);
     const auto verdict = wire::decode_verdict(hear_verdict(), ranks());
     REQUIRE(std::holds_alternative<wire::reducer_verdict>(verdict));
     REQUIRE(std::get<wire::reducer_verdict>(verdict).kind == wire::verdict_kind::agreed);
@@ -85,8 +85,8 @@ class hostile {
     for (int r = 1; r < ranks(); ++r) {
       std::vector<std::byte> bytes(sizeof(wire::reducer_view));
       MPI_Request request = MPI_REQUEST_NULL;
-      MPI_Irecv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, r, wire::view_tag, comm_,
-                &request);
+      MPI_Irecv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, r, wire::reducer_view_tag,
+                comm_, &request);
       REQUIRE(finish(request));
     }
   }
@@ -160,7 +160,7 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
           sender, [](auto& buffers) { (void)make_reducer(buffers); },
           [&](hostile& rank) {
             const std::vector<std::byte> junk(size, std::byte{0x5a});
-            rank.send(junk.data(), junk.size(), 0, wire::view_tag);
+            rank.send(junk.data(), junk.size(), 0, wire::reducer_view_tag);
             // Rank 0 tells the sender too: that its message was refused, naming it.
             const auto verdict = wire::decode_verdict(rank.hear_verdict(), rank.ranks());
             REQUIRE(std::holds_alternative<wire::reducer_verdict>(verdict));
@@ -203,7 +203,7 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
           [&](hostile& rank) {
             rank.take_views();
             for (int r = 1; r < rank.ranks(); ++r) {
-              rank.send(forgery.bytes.data(), forgery.bytes.size(), r, wire::verdict_tag);
+              rank.send(forgery.bytes.data(), forgery.bytes.size(), r, wire::reducer_verdict_tag);
             }
           });
       if (job.rank != 0) {
@@ -236,7 +236,7 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
             rank.agree(hostile::honest(wire::reducer_operation::construct, 0));
             rank.agree(hostile::honest(wire::reducer_operation::allreduce, 1));
             const std::vector<std::byte> data(size, std::byte{0x7f});
-            rank.send(data.data(), data.size(), static_cast<int>(*parent), wire::data_tag);
+            rank.send(data.data(), data.size(), static_cast<int>(*parent), wire::reducer_data_tag);
           });
       if (job.rank == static_cast<int>(*parent)) {
         CAPTURE(message);

@@ -2,6 +2,7 @@
 
 #include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/host/device_tree_reducer.hpp>
+#include <crema/collective/mpi/detail/failure_board.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/mpi/detail/reducer_wire.hpp>
 #include <crema/collective/reduction.hpp>
@@ -123,6 +124,7 @@ class mpi_reducer {
     // A message another rank sent wrong (longer than the receive, say) is an error to name, not
     // a reason for MPI to end the job.
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    detail::failure_board::of_this_process().join(comm_);
     int rank = 0;
     int ranks = 1;
     MPI_Comm_rank(comm_, &rank);
@@ -131,6 +133,7 @@ class mpi_reducer {
     ranks_ = static_cast<std::size_t>(ranks);
     std::vector<int> rank_ids(ranks_);
     std::iota(rank_ids.begin(), rank_ids.end(), 0);
+    replies_.resize(ranks_);
     rank_tree_ = std::make_unique<tree_topology>(
         tree_topology::build(rank_ids, [](int, int) { return true; }));
     chunk_.resize(std::min(options_.chunk_elements, std::max<std::size_t>(1, local_.size())));
@@ -138,6 +141,7 @@ class mpi_reducer {
     try {
       agree(operation::construct, 0, local_.size(), 0);
     } catch (...) {
+      detail::failure_board::of_this_process().leave(comm_);
       MPI_Comm_free(&comm_);  // no destructor runs for a constructor that throws
       throw;
     }
@@ -145,6 +149,7 @@ class mpi_reducer {
   mpi_reducer(const mpi_reducer&) = delete;
   mpi_reducer& operator=(const mpi_reducer&) = delete;
   ~mpi_reducer() {
+    detail::failure_board::of_this_process().leave(comm_);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -187,7 +192,9 @@ class mpi_reducer {
       detail::check(MPI_Ibcast(chunk_.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, source,
                                comm_, &request),
                     "MPI_Ibcast");
-      wait({&request, 1}, {&source, 1}, "broadcast");
+      // The data may come through any rank (MPI's own algorithm): whoever holds it up is found
+      // by asking around.
+      wait({&request, 1}, {&anyone, 1}, "broadcast", false);
       for (std::size_t i = 0; i < local_participants(); ++i) {
         if (rank_ == static_cast<std::size_t>(source) && i == mine) continue;
         std::copy(chunk_.begin(), chunk_.begin() + static_cast<std::ptrdiff_t>(count),
@@ -289,6 +296,9 @@ class mpi_reducer {
     }
   }
 
+  // The peer of a wait in a collective, where any rank may hold it up.
+  static constexpr int anyone = detail::waits_for_anyone;
+
   // A malformed verdict's byte count when MPI refused the message: longer than the receive.
   static constexpr std::uint64_t longer_than_a_view = ~std::uint64_t{0};
 
@@ -301,11 +311,13 @@ class mpi_reducer {
     std::vector<detail::completion> ends(ranks_ - 1);
     for (std::size_t r = 1; r < ranks_; ++r) {
       detail::check(MPI_Irecv(received[r].data(), sizeof(view), MPI_BYTE, static_cast<int>(r),
-                              detail::view_tag, comm_, &requests[r - 1]),
+                              detail::reducer_view_tag, comm_, &requests[r - 1]),
                     "MPI_Irecv");
     }
     detail::reducer_verdict answer{.zero = mine};
-    if (const auto silent = detail::wait_each(requests, ends, options_.timeout)) {
+    std::vector<int> senders(ranks_ - 1);
+    std::iota(senders.begin(), senders.end(), 1);
+    if (const auto silent = wait_each(requests, ends, senders, options_.timeout)) {
       answer.kind = detail::verdict_kind::silent;
       answer.rank = *silent + 1;
     } else {
@@ -336,7 +348,7 @@ class mpi_reducer {
       peers[r - 1] = static_cast<int>(r);
       if (answer.kind == detail::verdict_kind::silent && answer.rank == r) continue;  // not there
       detail::check(MPI_Isend(&answer, sizeof(answer), MPI_BYTE, static_cast<int>(r),
-                              detail::verdict_tag, comm_, &sends[r - 1]),
+                              detail::reducer_verdict_tag, comm_, &sends[r - 1]),
                     "MPI_Isend");
     }
     std::vector<detail::completion> sent(ranks_ - 1);
@@ -350,14 +362,16 @@ class mpi_reducer {
     std::array<std::byte, sizeof(detail::reducer_verdict)> received{};
     std::array<MPI_Request, 2> both{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     std::array<detail::completion, 2> ends{};
-    detail::check(MPI_Isend(&mine, sizeof(view), MPI_BYTE, 0, detail::view_tag, comm_, &both[0]),
-                  "MPI_Isend");
-    detail::check(MPI_Irecv(received.data(), sizeof(received), MPI_BYTE, 0, detail::verdict_tag,
-                            comm_, &both[1]),
+    detail::check(
+        MPI_Isend(&mine, sizeof(view), MPI_BYTE, 0, detail::reducer_view_tag, comm_, &both[0]),
+        "MPI_Isend");
+    detail::check(MPI_Irecv(received.data(), sizeof(received), MPI_BYTE, 0,
+                            detail::reducer_verdict_tag, comm_, &both[1]),
                   "MPI_Irecv");
     // Rank 0 answers only once it has waited `timeout` for a silent rank: wait longer for it,
     // so that the silent rank is the one named.
-    if (detail::wait_each(both, ends, 2 * options_.timeout)) {
+    const std::array<int, 2> zero{0, 0};
+    if (wait_each(both, ends, zero, 2 * options_.timeout)) {
       spend(fmt::format("rank {} did not hear from rank 0 within {} ms about its {}", rank_,
                         2 * options_.timeout.count(), describe(mine)));
     }
@@ -381,17 +395,21 @@ class mpi_reducer {
   }
 
   // Waits for every request (sends, a broadcast) until the timeout; a peer whose request did
-  // not end in time, or failed, spends the reducer, named.
-  void wait(std::span<MPI_Request> requests, std::span<const int> peers, const char* what) {
+  // not end in time, or failed, spends the reducer, named (or the rank it waits for, if that is
+  // the one that stopped answering).
+  // (`cancellable` false: a non-blocking collective's requests, which cannot be cancelled.)
+  void wait(std::span<MPI_Request> requests, std::span<const int> peers, const char* what,
+            bool cancellable = true) {
     std::vector<detail::completion> ends(requests.size());
-    if (const auto silent = detail::wait_each(requests, ends, options_.timeout)) {
-      spend(fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
-                        options_.timeout.count(), peers[*silent], what, step_ - 1));
+    if (const auto silent = wait_each(requests, ends, peers, options_.timeout, cancellable)) {
+      give_up_on_silent(peers[*silent], what);
     }
     for (std::size_t i = 0; i < ends.size(); ++i) {
       if (ends[i].code != MPI_SUCCESS) {
-        spend(fmt::format("rank {} could not exchange the {} of step {} with rank {}: {}", rank_,
-                          what, step_ - 1, peers[i], detail::failure_text(ends[i].code)));
+        give_up_on(
+            peers[i],
+            fmt::format("rank {} could not exchange the {} of step {} with rank {}: {}", rank_,
+                        what, step_ - 1, peers[i], detail::failure_text(ends[i].code)));
       }
     }
   }
@@ -401,14 +419,193 @@ class mpi_reducer {
   // reducer, naming the peer.
   void receive(MPI_Request& request, int peer, std::size_t bytes, const char* what) {
     detail::completion end;
-    if (detail::wait_each({&request, 1}, {&end, 1}, options_.timeout)) {
-      spend(fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
-                        options_.timeout.count(), peer, what, step_ - 1));
+    if (wait_each({&request, 1}, {&end, 1}, {&peer, 1}, options_.timeout)) {
+      give_up_on_silent(peer, what);
     }
     if (const auto problem = detail::receive_problem(end, bytes)) {
-      spend(fmt::format("rank {} sent rank {} {} in the {} of step {}; refused", peer, rank_,
-                        *problem, what, step_ - 1));
+      give_up_on(peer, fmt::format("rank {} sent rank {} {} in the {} of step {}; refused", peer,
+                                   rank_, *problem, what, step_ - 1));
     }
+  }
+
+  // detail::wait_each, answering the other ranks' questions meanwhile (whom this rank waits for:
+  // the peer of its first request outstanding), and given up at once when another rank says it
+  // gave up on a rank: then that rank is the one to name, and it is named here.
+  std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
+                                       std::span<detail::completion> ends,
+                                       std::span<const int> peers,
+                                       std::chrono::milliseconds timeout, bool cancellable = true) {
+    const auto first = detail::wait_each(
+        requests, ends, timeout,
+        [&] {
+          for (std::size_t i = 0; i < ends.size(); ++i) {
+            if (!ends[i].done) {
+              waiting_for_ = peers[i];
+              break;
+            }
+          }
+          return between_polls();
+        },
+        cancellable);
+    waiting_for_ = -1;
+    if (first && heard_) name_what_was_heard();
+    return first;
+  }
+
+  // What every wait does between its polls: answers the questions other ranks sent, and says
+  // whether another rank has sent a failure notice (kept, decoded or not, in `heard_`).
+  bool between_polls() {
+    answer_questions();
+    if (heard_) return true;
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status{};
+    if (MPI_Improbe(MPI_ANY_SOURCE, detail::reducer_failure_tag, comm_, &found, &message,
+                    &status) != MPI_SUCCESS ||
+        found == 0) {
+      return false;
+    }
+    heard_.emplace(static_cast<std::size_t>(status.MPI_SOURCE),
+                   detail::decode_failure(take_matched(message, status), ranks_));
+    return true;
+  }
+
+  // Receives a message that MPI_Improbe matched, whatever its size (it is there already).
+  static std::vector<std::byte> take_matched(MPI_Message& message, const MPI_Status& status) {
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    std::vector<std::byte> received(static_cast<std::size_t>(std::max(bytes, 0)));
+    MPI_Mrecv(received.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    return received;
+  }
+
+  // Tells each rank that asked whom this one waits for. The answers go without waiting for them.
+  void answer_questions() {
+    for (;;) {
+      int found = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status status{};
+      if (MPI_Improbe(MPI_ANY_SOURCE, detail::reducer_query_tag, comm_, &found, &message,
+                      &status) != MPI_SUCCESS ||
+          found == 0) {
+        return;
+      }
+      (void)take_matched(message, status);  // a question carries nothing
+      const auto asker = static_cast<std::size_t>(status.MPI_SOURCE);
+      replies_[asker] = {waiting_for_, step_ - 1};
+      MPI_Request request = MPI_REQUEST_NULL;
+      if (MPI_Isend(&replies_[asker], sizeof(detail::waiting_reply), MPI_BYTE,
+                    static_cast<int>(asker), detail::reducer_reply_tag, comm_,
+                    &request) == MPI_SUCCESS) {
+        MPI_Request_free(&request);
+      }
+    }
+  }
+
+  // `peer` did not answer within the timeout (`anyone`: one of the ranks of a collective did
+  // not); it may itself be waiting for another rank. Asks along the waits (whom do you wait for?)
+  // and spends the reducer naming the first rank that does not answer, and how it was found.
+  [[noreturn]] void give_up_on_silent(int peer, const char* what) {
+    const std::string waited =
+        peer == anyone ? fmt::format("rank {} waited {} ms for the others in the {} of step {}",
+                                     rank_, options_.timeout.count(), what, step_ - 1)
+                       : fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
+                                     options_.timeout.count(), peer, what, step_ - 1);
+    waiting_for_ = peer;  // still, for the questions of ranks that wait for this one
+    const auto culprit = culprit_behind(peer);
+    if (heard_) name_what_was_heard();
+    if (!culprit) spend(fmt::format("{}; every rank answers, so MPI itself is stuck", waited));
+    if (*culprit == peer) give_up_on(peer, waited);
+    give_up_on(*culprit, fmt::format("{}, and the ranks it waits for lead to rank {}, which does "
+                                     "not answer",
+                                     waited, *culprit));
+  }
+
+  // The rank at fault behind `peer`, found by asking along the waits, each rank given a quarter
+  // of the timeout to answer: the first that does not answer (or sends nonsense), or that waits
+  // for nobody or for a rank already asked. A rank waiting in a collective (`anyone`) leads to
+  // every rank not asked yet. Nothing if every rank answers (or a failure notice came meanwhile:
+  // the caller reads it).
+  std::optional<int> culprit_behind(int peer) {
+    const auto patience =
+        std::max<std::chrono::milliseconds>(std::chrono::milliseconds(20), options_.timeout / 4);
+    std::vector<bool> asked(ranks_, false);
+    asked[rank_] = true;
+    std::vector<int> to_ask;
+    const auto lead_to_everyone = [&] {
+      for (std::size_t r = ranks_; r-- > 0;) {
+        if (!asked[r]) to_ask.push_back(static_cast<int>(r));
+      }
+    };
+    if (peer == anyone) {
+      lead_to_everyone();
+    } else {
+      to_ask.push_back(peer);
+    }
+    while (!to_ask.empty()) {
+      const int current = to_ask.back();
+      to_ask.pop_back();
+      if (asked[static_cast<std::size_t>(current)]) continue;
+      asked[static_cast<std::size_t>(current)] = true;
+      const auto reply = ask(current, patience);
+      if (heard_) return std::nullopt;
+      if (!reply) return current;
+      if (reply->waits_for == anyone) {
+        lead_to_everyone();
+      } else if (reply->waits_for < 0 || asked[static_cast<std::size_t>(reply->waits_for)]) {
+        return current;
+      } else {
+        to_ask.push_back(static_cast<int>(reply->waits_for));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Asks `rank` whom it waits for; nothing if it does not answer within `patience`, or answers
+  // nonsense. Answers the others' questions meanwhile.
+  std::optional<detail::waiting_reply> ask(int rank, std::chrono::milliseconds patience) {
+    MPI_Request question = MPI_REQUEST_NULL;
+    if (MPI_Isend(nullptr, 0, MPI_BYTE, rank, detail::reducer_query_tag, comm_, &question) !=
+        MPI_SUCCESS) {
+      return std::nullopt;
+    }
+    MPI_Request_free(&question);
+    std::array<std::byte, sizeof(detail::waiting_reply)> answer{};
+    MPI_Request reply = MPI_REQUEST_NULL;
+    if (MPI_Irecv(answer.data(), sizeof(answer), MPI_BYTE, rank, detail::reducer_reply_tag, comm_,
+                  &reply) != MPI_SUCCESS) {
+      return std::nullopt;
+    }
+    detail::completion end;
+    if (detail::wait_each({&reply, 1}, {&end, 1}, patience, [this] { return between_polls(); }) ||
+        detail::receive_problem(end, sizeof(answer))) {
+      return std::nullopt;
+    }
+    const auto decoded = detail::decode_reply(answer, ranks_);
+    const auto* waiting = std::get_if<detail::waiting_reply>(&decoded);
+    return waiting != nullptr ? std::optional(*waiting) : std::nullopt;
+  }
+
+  // Spends the reducer with what another rank's failure notice said: the rank it gave up on, or,
+  // if the notice was nonsense, its sender.
+  [[noreturn]] void name_what_was_heard() {
+    const auto& [sender, notice] = *heard_;
+    if (const auto* problem = std::get_if<std::string>(&notice)) {
+      give_up_on(static_cast<int>(sender),
+                 fmt::format("rank {} sent rank {} {} in step {}; refused", sender, rank_, *problem,
+                             step_ - 1));
+    }
+    const auto& failure = std::get<detail::failure_notice>(notice);
+    spend(fmt::format("rank {} gave up on rank {} in step {}; rank {} stops too", sender,
+                      failure.rank, failure.step, rank_));
+  }
+
+  // Tells every other rank but `culprit`, of this reducer and of the others in this process,
+  // that this one gave up on `culprit` (so that they name it, not this rank, which stops
+  // answering now), then spends the reducer.
+  [[noreturn]] void give_up_on(int culprit, std::string reason) {
+    detail::failure_board::of_this_process().tell(comm_, culprit, step_ - 1);
+    spend(std::move(reason));
   }
 
   // Sums [begin, end) across all participants; delivers it to every local buffer (root none) or
@@ -466,12 +663,12 @@ class mpi_reducer {
           MPI_Request request = MPI_REQUEST_NULL;
           if (rank_ == holder) {
             detail::check(MPI_Isend(sum.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, peer,
-                                    detail::data_tag, comm_, &request),
+                                    detail::reducer_data_tag, comm_, &request),
                           "MPI_Isend");
             wait({&request, 1}, {&peer, 1}, "delivery");
           } else {
             detail::check(MPI_Irecv(sum.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, peer,
-                                    detail::data_tag, comm_, &request),
+                                    detail::reducer_data_tag, comm_, &request),
                           "MPI_Irecv");
             receive(request, peer, count * sizeof(T), "delivery");
           }
@@ -512,7 +709,7 @@ class mpi_reducer {
     const auto post_receive = [&](std::size_t c, std::size_t k) {
       const auto into = slot(c, k);
       detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, static_cast<int>(children[c]),
-                              detail::data_tag, comm_, &receives[2 * c + k % 2]),
+                              detail::reducer_data_tag, comm_, &receives[2 * c + k % 2]),
                     "MPI_Irecv");
     };
     for (std::size_t c = 0; c < children.size(); ++c) {
@@ -531,8 +728,8 @@ class mpi_reducer {
         if (k + 2 < chunks) post_receive(c, k + 2);
       }
       if (parent) {
-        detail::check(MPI_Isend(sum.data(), bytes_of(sum), MPI_BYTE, parent_rank, detail::data_tag,
-                                comm_, &sends[k]),
+        detail::check(MPI_Isend(sum.data(), bytes_of(sum), MPI_BYTE, parent_rank,
+                                detail::reducer_data_tag, comm_, &sends[k]),
                       "MPI_Isend");
       }
     }
@@ -551,7 +748,7 @@ class mpi_reducer {
       for (std::size_t k = 0; k < chunks; ++k) {
         const auto into = region(k);
         detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, parent_rank,
-                                detail::data_tag, comm_, &from_parent[k]),
+                                detail::reducer_data_tag, comm_, &from_parent[k]),
                       "MPI_Irecv");
       }
     }
@@ -564,7 +761,7 @@ class mpi_reducer {
         down_peers[k * children.size() + c] = static_cast<int>(children[c]);
         detail::check(
             MPI_Isend(result.data(), bytes_of(result), MPI_BYTE, static_cast<int>(children[c]),
-                      detail::data_tag, comm_, &down[k * children.size() + c]),
+                      detail::reducer_data_tag, comm_, &down[k * children.size() + c]),
             "MPI_Isend");
       }
     }
@@ -584,17 +781,18 @@ class mpi_reducer {
     for (const std::size_t child : rank_tree_->children(rank_)) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int peer = static_cast<int>(child);
-      detail::check(
-          MPI_Irecv(incoming_.data(), bytes, MPI_BYTE, peer, detail::data_tag, comm_, &request),
-          "MPI_Irecv");
+      detail::check(MPI_Irecv(incoming_.data(), bytes, MPI_BYTE, peer, detail::reducer_data_tag,
+                              comm_, &request),
+                    "MPI_Irecv");
       receive(request, peer, count * sizeof(T), "sum");
       crema::detail::add_into(sum.data(), incoming_.data(), count);
     }
     if (const auto parent = rank_tree_->parent(rank_)) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int peer = static_cast<int>(*parent);
-      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peer, detail::data_tag, comm_, &request),
-                    "MPI_Isend");
+      detail::check(
+          MPI_Isend(sum.data(), bytes, MPI_BYTE, peer, detail::reducer_data_tag, comm_, &request),
+          "MPI_Isend");
       wait({&request, 1}, {&peer, 1}, "sum");
     }
   }
@@ -605,8 +803,9 @@ class mpi_reducer {
     if (const auto parent = rank_tree_->parent(rank_)) {
       MPI_Request request = MPI_REQUEST_NULL;
       const int peer = static_cast<int>(*parent);
-      detail::check(MPI_Irecv(sum.data(), bytes, MPI_BYTE, peer, detail::data_tag, comm_, &request),
-                    "MPI_Irecv");
+      detail::check(
+          MPI_Irecv(sum.data(), bytes, MPI_BYTE, peer, detail::reducer_data_tag, comm_, &request),
+          "MPI_Irecv");
       receive(request, peer, sum.size_bytes(), "result");
     }
     const auto children = rank_tree_->children(rank_);
@@ -614,9 +813,9 @@ class mpi_reducer {
     std::vector<int> peers(children.size());
     for (std::size_t c = 0; c < children.size(); ++c) {
       peers[c] = static_cast<int>(children[c]);
-      detail::check(
-          MPI_Isend(sum.data(), bytes, MPI_BYTE, peers[c], detail::data_tag, comm_, &sends[c]),
-          "MPI_Isend");
+      detail::check(MPI_Isend(sum.data(), bytes, MPI_BYTE, peers[c], detail::reducer_data_tag,
+                              comm_, &sends[c]),
+                    "MPI_Isend");
     }
     wait(sends, peers, "result");
   }
@@ -631,6 +830,11 @@ class mpi_reducer {
   std::vector<T> chunk_;     // the sum of one chunk
   std::vector<T> incoming_;  // a child rank's sum of it
   std::uint64_t step_ = 0;   // operations issued, the same count on every rank that agrees
+  // The failure another rank told this one of: its sender and the notice, or what was wrong
+  // with it.
+  int waiting_for_ = -1;                        // the rank a wait is held up by now, for questions
+  std::vector<detail::waiting_reply> replies_;  // the answer sent to each rank that asked
+  std::optional<std::pair<std::size_t, std::variant<detail::failure_notice, std::string>>> heard_;
   bool spent_ = false;
   std::string spent_reason_;
   std::mutex mutex_;

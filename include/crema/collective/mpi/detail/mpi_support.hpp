@@ -120,9 +120,17 @@ struct completion {
 // where the communicator returns errors (MPI_ERRORS_RETURN) rather than aborting. Returns the
 // index of the first request that did not end, after cancelling and freeing every one that did
 // not, or nothing.
-inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
-                                            std::span<completion> ends,
-                                            std::chrono::milliseconds timeout) {
+//
+// `give_up()`, asked at every poll that leaves a request outstanding, ends the wait early as a
+// timeout does when it says true.
+//
+// Requests of non-blocking collectives cannot be cancelled or freed (MPI forbids both): with
+// `cancellable` false, those that did not end are left as they are.
+template <class GiveUp>
+std::optional<std::size_t> wait_each(std::span<MPI_Request> requests, std::span<completion> ends,
+                                     std::chrono::milliseconds timeout, GiveUp&& give_up,
+                                     bool cancellable = true) {
+  bool gave_up = false;
   const bool all_ended = poll_until(
       [&] {
         bool all = true;
@@ -133,18 +141,27 @@ inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
           ends[i].done = complete != 0 || ends[i].code != MPI_SUCCESS;
           all = all && ends[i].done;
         }
-        return all;
+        if (!all && give_up()) gave_up = true;  // asked only while something is outstanding
+        return all || gave_up;
       },
       timeout);
-  if (all_ended) return std::nullopt;
+  if (all_ended && !gave_up) return std::nullopt;
   std::optional<std::size_t> first;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (ends[i].done || requests[i] == MPI_REQUEST_NULL) continue;
     if (!first) first = i;
-    MPI_Cancel(&requests[i]);
-    MPI_Request_free(&requests[i]);
+    if (cancellable) {
+      MPI_Cancel(&requests[i]);
+      MPI_Request_free(&requests[i]);
+    }
   }
+  if (gave_up && !first) first = 0;
   return first;
+}
+inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
+                                            std::span<completion> ends,
+                                            std::chrono::milliseconds timeout) {
+  return wait_each(requests, ends, timeout, [] { return false; });
 }
 
 // MPI's words for an error code.

@@ -19,11 +19,19 @@
 //   tag 2, verdict: rank 0 to every rank: agreed, or who disagreed, went silent or sent nonsense
 //   tag 3, data:    elements of T, exactly as many as both ends derive from the views they agreed
 //                   on (the size of a received data message is checked against that)
+//   tag 4, failure: from a rank that gave up on another, to every other rank, so that all of them
+//                   name the rank at fault rather than the neighbour that stopped answering
+//   tag 5, query:   empty: "whom do you wait for?", from a rank that waited too long for this one
+//   tag 6, reply:   the answer, from a rank waiting inside the reducer (a rank that is stopped,
+//                   gone or busy outside it answers nothing, which is how it is found)
 namespace crema::mpi::detail {
 
-inline constexpr int view_tag = 1;
-inline constexpr int verdict_tag = 2;
-inline constexpr int data_tag = 3;
+inline constexpr int reducer_view_tag = 1;
+inline constexpr int reducer_verdict_tag = 2;
+inline constexpr int reducer_data_tag = 3;
+inline constexpr int reducer_failure_tag = 4;
+inline constexpr int reducer_query_tag = 5;
+inline constexpr int reducer_reply_tag = 6;
 
 // The operations the ranks agree on, as a view names them.
 enum class reducer_operation : std::uint64_t {
@@ -61,6 +69,53 @@ struct reducer_verdict {
   reducer_view zero{};
   reducer_view theirs{};
 };
+
+// A rank gave up on `rank` (silent, gone, or sending nonsense) in operation `step`.
+struct failure_notice {
+  std::uint64_t rank = 0;
+  std::uint64_t step = 0;
+};
+
+// A failure notice decoded from the bytes a rank sent to a communicator of `ranks` ranks, or what
+// is wrong with them.
+[[nodiscard]] inline std::variant<failure_notice, std::string> decode_failure(
+    std::span<const std::byte> bytes, std::size_t ranks) {
+  if (bytes.size() != sizeof(failure_notice)) {
+    return fmt::format("{} bytes where a failure notice has {}", bytes.size(),
+                       sizeof(failure_notice));
+  }
+  failure_notice notice;
+  std::memcpy(&notice, bytes.data(), sizeof notice);
+  if (notice.rank >= ranks) {
+    return fmt::format("a failure notice naming rank {}, not a rank of {}", notice.rank, ranks);
+  }
+  return notice;
+}
+
+// Whom a rank waits for in operation `step`: a rank, nobody, or any rank (in a collective, where
+// MPI chooses who sends to whom).
+inline constexpr std::int64_t waits_for_nobody = -1;
+inline constexpr std::int64_t waits_for_anyone = -2;
+struct waiting_reply {
+  std::int64_t waits_for = -1;
+  std::uint64_t step = 0;
+};
+
+// A reply decoded from the bytes a rank sent to a communicator of `ranks` ranks, or what is wrong
+// with them.
+[[nodiscard]] inline std::variant<waiting_reply, std::string> decode_reply(
+    std::span<const std::byte> bytes, std::size_t ranks) {
+  if (bytes.size() != sizeof(waiting_reply)) {
+    return fmt::format("{} bytes where a reply has {}", bytes.size(), sizeof(waiting_reply));
+  }
+  waiting_reply reply;
+  std::memcpy(&reply, bytes.data(), sizeof reply);
+  if (reply.waits_for < waits_for_anyone ||
+      (reply.waits_for >= 0 && static_cast<std::uint64_t>(reply.waits_for) >= ranks)) {
+    return fmt::format("a reply naming rank {}, not a rank of {}", reply.waits_for, ranks);
+  }
+  return reply;
+}
 
 // A view decoded from the bytes a rank sent, or what is wrong with them.
 [[nodiscard]] inline std::variant<reducer_view, std::string> decode_view(

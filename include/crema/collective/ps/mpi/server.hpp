@@ -175,16 +175,26 @@ class parameter_server {
                    .with_parameters = 1});
   }
 
-  // Sends still reading the parameters must end before they change: a client that does not take
-  // its parameters within the timeout is lost, and what is still on its way to a lost client is
-  // cancelled without a second wait.
+  // Sends still reading the parameters must end before they change: what is still on its way to
+  // a lost client is cancelled without a wait, and the others are waited for together, up to
+  // `lost_after` (and the timeout): a client that does not take its parameters by then is lost.
+  // (Waited for one by one, a dead client's send would hold up every other client's for as long,
+  // and make them give up on the server.)
   void finish_sends() {
+    std::vector<MPI_Request> waiting;
+    std::vector<std::size_t> of;
     for (auto& send : sends_) {
-      client& c = clients_[send.client];
-      if (c.now == phase::lost) {
+      if (clients_[send.client].now == phase::lost) {
         detail::abandon(send.request);
-      } else if (detail::wait_all({&send.request, 1}, options_.timeout)) {
-        lose(c);
+      } else {
+        waiting.push_back(send.request);
+        of.push_back(send.client);
+      }
+    }
+    std::vector<detail::completion> ends(waiting.size());
+    if (detail::wait_each(waiting, ends, std::min(options_.lost_after, options_.timeout))) {
+      for (std::size_t i = 0; i < ends.size(); ++i) {
+        if (!ends[i].done) lose(clients_[of[i]]);
       }
     }
     sends_.clear();

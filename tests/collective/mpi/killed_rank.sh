@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A rank killed (SIGKILL) or stopped (SIGSTOP: alive, silent) in the middle of each MPI operation
+# crema has, in jobs of 3 ranks: every other rank must name it within its timeout (or, for a
+# killed rank, mpirun may end the job first), none may hang or deliver a wrong sum, and the
+# parameter server must go on without a dead client. Runs crema-mpi-fault-job (fault_job.cpp)
+# once per case and reads the line each rank prints.
+#   killed_rank.sh FAULT_JOB
+set -uo pipefail
+job=$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+
+# run OPERATION VICTIM HOW: one job; prints what each rank said; sets failed on a bad outcome.
+run() {
+  local operation=$1 victim=$2 how=$3
+  local log="$work/$operation-$victim-$how.log"
+  # Recovery on: mpirun leaves the others running when a rank dies, so that they show what they
+  # do about it (without it, mpirun ends the job at once: also no hang and no wrong sum). TCP
+  # between the ranks, as between machines: Open MPI's shared-memory transport can wedge a rank
+  # that was copying from a peer killed mid-message (docs/reducer.md).
+  mpiexec -n 3 --oversubscribe --mca orte_enable_recovery 1 --mca btl tcp,self \
+    "$job" "$operation" "$victim" "$how" >"$log" 2>&1 &
+  local launcher=$!
+  local started=$SECONDS said=0
+  while ((SECONDS - started < 40)); do
+    said=$(grep -cE '^rank [0-9]+: (named|finished|WRONG)' "$log")
+    ((said >= 2)) && break
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.2
+  done
+  local took=$((SECONDS - started))
+  # End the job: resume a stopped victim so that it can die, then everything.
+  local pid
+  pid=$(sed -nE 's/^rank [0-9]+: pid ([0-9]+) fails.*/\1/p' "$log" | head -1)
+  if [[ -n "$pid" ]]; then kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; fi
+  kill -TERM "$launcher" 2>/dev/null
+  sleep 0.5
+  kill -KILL "$launcher" 2>/dev/null
+  pkill -KILL -f "$job $operation $victim $how" 2>/dev/null
+  wait "$launcher" 2>/dev/null
+  local outcome
+  if grep -q 'WRONG' "$log"; then
+    outcome="FAILED (a rank said WRONG)"
+    failed=1
+  elif ((said >= 2)); then
+    outcome="ok: both other ranks ended as they should, in ${took} s"
+  elif [[ "$how" == kill ]] && ((took < 40)); then
+    outcome="ok: mpirun ended the job in ${took} s (${said} ranks had answered)"
+  else
+    outcome="FAILED (${said} of 2 ranks answered in ${took} s)"
+    failed=1
+  fi
+  local done_to=killed
+  [[ "$how" == stop ]] && done_to=stopped
+  echo "$operation, rank $victim $done_to: $outcome"
+  grep -E '^rank [0-9]+: (named|finished|WRONG)' "$log" | sed 's/^/    /'
+  if [[ "$outcome" == FAILED* ]]; then sed 's/^/    | /' "$log" | tail -30; fi
+}
+
+for operation in broadcast reduce allreduce p2p_sync; do
+  for victim in 0 2; do
+    for how in stop kill; do run "$operation" "$victim" "$how"; done
+  done
+done
+for how in stop kill; do
+  run ps_pull 2 "$how"
+  run ps_push 1 "$how"
+  run ps_server 0 "$how"
+done
+exit "$failed"
