@@ -9,6 +9,13 @@
 //     HOW        kill    SIGKILL, in the middle of the operation (a timer of its own)
 //                stop    SIGSTOP likewise: alive, silent; killed_rank.sh resumes it later
 //
+//   crema-mpi-fault-job train STEPS CHECKPOINT [KILL_AT]
+//     Data-parallel SGD with a pipeline per rank over its shard, checkpointed every 5 steps into
+//     CHECKPOINT (rank 0 writes the parameters and every rank's pipeline position, beside, then
+//     renamed); started from CHECKPOINT when it exists. With KILL_AT, the last rank kills itself
+//     at that step. Rank 0 prints "resumed at step S" and, at the end, "final HASH" of the
+//     parameters' bytes: restart.sh compares a killed and resumed run with one never stopped.
+//
 // Every other rank prints one line when it ends as it should: an error naming the victim within
 // the timeout ("rank R: named rank V: ..."), or, for the parameter server's survivors, the run
 // finished without the victim ("rank R: finished ..."). Anything else, a sum delivered that is
@@ -16,6 +23,8 @@
 #include <crema/collective/mpi/mpi_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 #include <crema/collective/ps/mpi/parameter_server.hpp>
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/vector_source.hpp>
 
 #include <fmt/core.h>
 #include <mpi.h>
@@ -25,8 +34,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -191,6 +205,116 @@ crema::tree_topology tree_of(std::size_t count) {
   }
 }
 
+// What a checkpoint holds: the step it was taken after, the parameters, and every rank's pipeline
+// position (the batches its consumer took, not those read ahead).
+struct checkpoint {
+  std::uint64_t step = 0;
+  std::vector<float> parameters;
+  std::vector<crema::pipeline_position> positions;
+};
+
+void save(const std::filesystem::path& path, const checkpoint& state) {
+  const auto beside = std::filesystem::path(path.string() + ".partial");
+  {
+    std::ofstream out(beside, std::ios::binary | std::ios::trunc);
+    const std::uint64_t counts[2] = {state.parameters.size(), state.positions.size()};
+    out.write(reinterpret_cast<const char*>(&state.step), sizeof state.step);
+    out.write(reinterpret_cast<const char*>(counts), sizeof counts);
+    out.write(reinterpret_cast<const char*>(state.parameters.data()),
+              static_cast<std::streamsize>(state.parameters.size() * sizeof(float)));
+    out.write(
+        reinterpret_cast<const char*>(state.positions.data()),
+        static_cast<std::streamsize>(state.positions.size() * sizeof(crema::pipeline_position)));
+    if (!out.flush()) throw std::runtime_error("cannot write " + beside.string());
+  }
+  std::filesystem::rename(beside, path);  // a crash leaves the last whole checkpoint
+}
+
+std::optional<checkpoint> load(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  checkpoint state;
+  std::uint64_t counts[2] = {};
+  in.read(reinterpret_cast<char*>(&state.step), sizeof state.step);
+  in.read(reinterpret_cast<char*>(counts), sizeof counts);
+  state.parameters.resize(counts[0]);
+  state.positions.resize(counts[1]);
+  in.read(reinterpret_cast<char*>(state.parameters.data()),
+          static_cast<std::streamsize>(counts[0] * sizeof(float)));
+  in.read(reinterpret_cast<char*>(state.positions.data()),
+          static_cast<std::streamsize>(counts[1] * sizeof(crema::pipeline_position)));
+  if (!in) throw std::runtime_error("a checkpoint cut short: " + path.string());
+  return state;
+}
+
+// SGD on 1/2 |w - x|^2 averaged over each batch of records x (an augmented number per weight),
+// the gradients averaged across ranks by an mpi_reducer.
+[[noreturn]] void train_job(std::uint64_t steps, const std::filesystem::path& file,
+                            std::optional<std::uint64_t> kill_at) {
+  constexpr std::size_t weights = 16;
+  constexpr std::size_t batch = 8;
+  std::vector<int> records(4000);
+  std::iota(records.begin(), records.end(), 0);
+  const auto resumed = load(file);
+  if (resumed && (resumed->positions.size() != static_cast<std::size_t>(ranks) ||
+                  resumed->parameters.size() != weights)) {
+    std::fprintf(stderr, "rank %d: %s is a checkpoint of another job\n", rank, file.c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  std::vector<float> w = resumed ? resumed->parameters : std::vector<float>(weights, 0.0f);
+  std::vector<std::vector<float>> gradient(1, std::vector<float>(weights));
+  crema::mpi::mpi_reducer<float> reducer(MPI_COMM_WORLD, tree_of(1), {gradient[0]},
+                                         {.timeout = 2s});
+  crema::vector_source<int> source(records, "train");
+  source.shard(static_cast<std::size_t>(rank), static_cast<std::size_t>(ranks));
+  source.shuffle(5);
+  const auto augment = [](const int& record, const crema::sample_context& context) {
+    return static_cast<float>(record % 97) + static_cast<float>(context.rng().below(1000)) * 1e-3f;
+  };
+  crema::pipeline_options options{
+      .batch_size = batch, .producers = 2, .threads = 2, .ordered = true, .seed = 9};
+  if (resumed) options.resume_from = resumed->positions[static_cast<std::size_t>(rank)];
+  crema::double_buffered_pipeline pipe{std::move(source), augment, options};
+  auto consumer = pipe.consumer();
+  const std::uint64_t first = resumed ? resumed->step : 0;
+  if (rank == 0 && resumed) {
+    std::printf("resumed at step %llu\n", static_cast<unsigned long long>(first));
+  }
+  for (std::uint64_t step = first; step < steps; ++step) {
+    if (kill_at && step == *kill_at && rank == ranks - 1) std::raise(SIGKILL);
+    {
+      const auto taken = consumer.pull();
+      for (std::size_t j = 0; j < weights; ++j) {
+        float sum = 0;
+        for (const float x : taken->items()) sum += w[j] - x * static_cast<float>(j + 1) * 0.01f;
+        gradient[0][j] = sum / static_cast<float>(taken->items().size());
+      }
+    }
+    reducer.allreduce(crema::reduction::average);
+    for (std::size_t j = 0; j < weights; ++j) w[j] -= 0.1f * gradient[0][j];
+    if ((step + 1) % 5 == 0) {
+      const auto at = pipe.position();  // between steps: no pull in flight
+      std::vector<crema::pipeline_position> positions(static_cast<std::size_t>(ranks));
+      MPI_Gather(&at, sizeof at, MPI_BYTE, positions.data(), sizeof at, MPI_BYTE, 0,
+                 MPI_COMM_WORLD);
+      if (rank == 0) save(file, {step + 1, w, positions});
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+  if (rank == 0) {
+    std::uint64_t hash = 1469598103934665603ULL;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(w.data());
+    for (std::size_t i = 0; i < w.size() * sizeof(float); ++i)
+      hash = (hash ^ bytes[i]) * 1099511628211ULL;
+    std::printf("final %016llx\n", static_cast<unsigned long long>(hash));
+    std::fflush(stdout);
+  }
+  pipe.stop();
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  std::exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,6 +322,10 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (argc >= 4 && std::string_view(argv[1]) == "train") {
+    train_job(std::strtoull(argv[2], nullptr, 10), argv[3],
+              argc > 4 ? std::optional(std::strtoull(argv[4], nullptr, 10)) : std::nullopt);
+  }
   if (argc != 4) {
     std::fprintf(stderr, "usage: crema-mpi-fault-job OPERATION VICTIM kill|stop\n");
     return 2;
