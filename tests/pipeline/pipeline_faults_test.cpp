@@ -3,7 +3,9 @@
 // pulling, shared readers in two modes, a slow source, failures named exactly, absurd counts.
 // Every case is bounded by a watchdog (a hang fails it) and forces its interleaving.
 
+#include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/host_batch.hpp>
 
 #include "common/gate.hpp"
 #include "common/thread_limit.hpp"
@@ -712,6 +714,74 @@ TEST_SUITE("pipeline faults: misused batches and consumers") {
     } else {
       MESSAGE("misuse checks are off in this build (NDEBUG)");
     }
+  }
+
+  TEST_CASE("a transform that writes past its record is refused in debug builds, naming it") {
+    watchdog guard(30s, "a write past the record");
+    const auto refused = [](auto transform, std::size_t at, const char* batch_name) {
+      CAPTURE(at);
+      CAPTURE(batch_name);
+      crema::double_buffered_pipeline pipe{
+          numbers(100),
+          transform,
+          {.batch_size = 4, .mode = pipeline_mode::single_pass, .ordered = true}};
+      auto consumer = pipe.consumer(0);
+      try {
+        // The records before the one refused come first, as a short batch.
+        const auto before = consumer.pull();
+        CHECK(before.size() == at);
+        (void)consumer.pull();
+        FAIL("expected a pipeline_error");
+      } catch (const crema::pipeline_error& e) {
+        CHECK(
+            std::string(e.what()) ==
+            fmt::format("pipeline: transform failed on record {} (pass 0) of vector:numbers", at));
+        try {
+          std::rethrow_if_nested(e);
+          FAIL("expected a nested length_error");
+        } catch (const crema::length_error& cause) {
+          CHECK(std::string(cause.what()) ==
+                fmt::format("{}: the transform of record {} wrote past its 6 elements (the "
+                            "element after it changed)",
+                            batch_name, at));
+        }
+      }
+    };
+    if constexpr (!crema::detail::misuse_checks) {
+      MESSAGE("misuse checks are off in this build (NDEBUG)");
+      return;
+    }
+    // Fills each record, and record `overrun_at` one element too many, through the pointer, as a
+    // hand-written loop with an off-by-one would.
+    struct into_device_batch {
+      using batch_type = crema::device_batch<float>;
+      std::size_t overrun_at;
+      std::shared_ptr<crema::emulated_stream> stream =
+          std::make_shared<crema::emulated_stream>(crema::emulated_stream::run_inline);
+      batch_type make_batch(const crema::batch_context& where) const {
+        return batch_type(where.batch_size, {1, 2, 3}, stream);
+      }
+      void operator()(const int& record, batch_type& batch, const crema::sample_context& s) const {
+        float* pixels = batch.record(s.index).data();
+        const std::size_t count = s.index == overrun_at ? 7 : 6;
+        for (std::size_t k = 0; k < count; ++k) pixels[k] = static_cast<float>(record);
+      }
+    };
+    struct into_host_batch {
+      using batch_type = crema::host_batch<float>;
+      std::size_t overrun_at;
+      batch_type make_batch(const crema::batch_context& where) const {
+        return batch_type(where.batch_size, {1, 2, 3});
+      }
+      void operator()(const int& record, batch_type& batch, const crema::sample_context& s) const {
+        float* pixels = batch.record(s.index).data();
+        const std::size_t count = s.index == overrun_at ? 7 : 6;
+        for (std::size_t k = 0; k < count; ++k) pixels[k] = static_cast<float>(record);
+      }
+    };
+    refused(into_device_batch{2}, 2, "device_batch");  // into the next record
+    refused(into_device_batch{3}, 3, "device_batch");  // past the last: into the spare element
+    refused(into_host_batch{1}, 1, "host_batch");      // (past the last: AddressSanitizer's)
   }
 
   TEST_CASE("a consumer pulled from two threads at once is refused in debug builds") {

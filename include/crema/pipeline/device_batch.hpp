@@ -7,6 +7,7 @@
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
+#include <crema/pipeline/detail/record_guard.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
@@ -15,6 +16,7 @@
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace crema {
 
@@ -86,12 +88,22 @@ class device_batch {
   /// @brief Record `i`'s elements on the host, to fill (for the transform).
   [[nodiscard]] std::span<T> record(std::size_t i) {
     check_index("record", i);
-    return block_.mutable_host().subspan(data_offset_ + i * shape_.elements(), shape_.elements());
+    const std::span<T> all = block_.mutable_host();
+    const std::size_t begin = data_offset_ + i * shape_.elements();
+    if constexpr (detail::misuse_checks) guard_.arm(all, begin + shape_.elements(), i);
+    return all.subspan(begin, shape_.elements());
   }
   /// @brief Sets record `i`'s label on the host (for the transform).
   void set_label(std::size_t i, T label) {
     check_index("set_label", i);
     block_.mutable_host()[i] = label;
+  }
+
+  /// @brief Called by the producer once the transform of record `i` is done: in builds with
+  /// misuse checks (`detail::misuse_checks`), refuses a transform that wrote past the record.
+  /// @throws crema::length_error naming the record if the element after it changed
+  void after_record(std::size_t i) {
+    if constexpr (detail::misuse_checks) guard_.check("device_batch", i, shape_.elements());
   }
 
   /// @brief The finishing step: the batch holds `info.size` records; makes the stream wait for
@@ -167,10 +179,12 @@ class device_batch {
       return std::make_shared<stream_type>();
     }
   }
+  // Labels, data, and with misuse checks one spare element after the last record, where a
+  // transform that writes past it is caught.
   static std::size_t block_elements(std::size_t batch_size, record_shape shape,
                                     std::size_t data_offset) {
-    const auto all =
-        detail::checked_add(detail::batch_elements("device_batch", batch_size, shape), data_offset);
+    const auto all = detail::checked_add(detail::batch_elements("device_batch", batch_size, shape),
+                                         data_offset + (detail::misuse_checks ? 1 : 0));
     if (!all) {
       detail::fail<length_error>("device_batch: {} records of {} x {} x {} elements overflow",
                                  batch_size, shape.channels, shape.height, shape.width);
@@ -190,6 +204,9 @@ class device_batch {
   buffer_type block_;  // labels, then data
   std::size_t size_ = 0;
   std::shared_ptr<stream_type> stream_;
+  [[no_unique_address]] std::conditional_t<detail::misuse_checks, detail::record_guard<T>,
+                                           std::monostate>
+      guard_{};
   event_type retired_{};          // the consumer's last use, from `retire_after`
   bool retired_pending_ = false;  // `retired_` not waited for yet
 };

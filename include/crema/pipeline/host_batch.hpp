@@ -1,12 +1,15 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/pipeline/detail/record_guard.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace crema {
@@ -33,12 +36,21 @@ class host_batch {
   /// @brief Record `i`'s elements, to fill.
   [[nodiscard]] std::span<T> record(std::size_t i) {
     check_index("record", i);
-    return std::span<T>(data).subspan(i * shape_.elements(), shape_.elements());
+    const std::span<T> all(data);
+    if constexpr (detail::misuse_checks) guard_.arm(all, (i + 1) * shape_.elements(), i);
+    return all.subspan(i * shape_.elements(), shape_.elements());
   }
   /// @brief Sets record `i`'s label.
   void set_label(std::size_t i, T label) {
     check_index("set_label", i);
     labels[i] = label;
+  }
+  /// @brief Called by the producer once the transform of record `i` is done: in builds with
+  /// misuse checks, refuses a transform that wrote into the next record (one that writes past
+  /// the last is caught by AddressSanitizer).
+  /// @throws crema::length_error naming the record if the element after it changed
+  void after_record(std::size_t i) {
+    if constexpr (detail::misuse_checks) guard_.check("host_batch", i, shape_.elements());
   }
   /// @brief The finishing step: the batch holds `info.size` records.
   void finish(const batch_info& info) noexcept { size_ = info.size; }
@@ -57,6 +69,9 @@ class host_batch {
 
   record_shape shape_;
   std::size_t size_ = 0;
+  [[no_unique_address]] std::conditional_t<detail::misuse_checks, detail::record_guard<T>,
+                                           std::monostate>
+      guard_{};
 };
 
 /// @brief Makes `host_batch`es for a batch transform such as `caffe_batcher`.

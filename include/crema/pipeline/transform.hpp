@@ -16,7 +16,10 @@ namespace crema {
 /// `make_batch(batch_context)`, once, for the consumer the slot belongs to (so that its device
 /// memory is on that consumer's device); the pipeline never reallocates it. If the batch type has
 /// `finish(const batch_info&)`, the producer calls it after the batch's last record and before
-/// handing the batch on: the place to start an asynchronous upload (`device_batch` does).
+/// handing the batch on: the place to start an asynchronous upload (`device_batch` does). If it
+/// has `after_record(std::size_t i)`, the producer calls it after the transform of record `i`, so
+/// that a check of that record fails naming it (`device_batch` and `host_batch` refuse there, in
+/// builds with misuse checks, a transform that wrote past its record).
 template <class Transform, class Record>
 concept batch_transform = requires {
   typename Transform::batch_type;

@@ -259,6 +259,9 @@ class producer_loop {
     if constexpr (wants_context) sample_context_keys::point_at(context, &record);
     if constexpr (slot_type::holds_batch) {
       std::invoke(transform, record, *slot.batch, std::as_const(context));
+      // A batch that checks its records (device_batch, host_batch: that the transform wrote
+      // within record i) does it now, so that a failure names this record.
+      if constexpr (requires { slot.batch->after_record(i); }) slot.batch->after_record(i);
     } else {
       transform_item(transform, record, slot.items[i], context);
     }
