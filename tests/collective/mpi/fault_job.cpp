@@ -30,6 +30,7 @@
 #include <mpi.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -166,6 +167,7 @@ crema::tree_topology tree_of(std::size_t count) {
   options.wait = 100ms;
   options.lost_after = 1s;
   options.timeout = 2s;
+  options.max_staleness = 2;  // the bound the server keeps, the dead client or not
   std::vector<float> w(4096, 0.0f);
   const auto started = std::chrono::steady_clock::now();
   if (rank == 0) {
@@ -174,9 +176,16 @@ crema::tree_topology tree_of(std::size_t count) {
     try {
       const auto& stats = server.serve(3000);
       std::uint64_t lost = 0;
-      for (const auto& client : stats.clients) lost += client.lost ? 1 : 0;
-      finish(fmt::format("{}finished 3000 iterations, {} client lost",
-                         lost == 1 ? "" : "WRONG: ", lost));
+      std::uint64_t stalest = 0;
+      for (const auto& client : stats.clients) {
+        lost += client.lost ? 1 : 0;
+        stalest = std::max(stalest, client.max_applied_staleness);
+      }
+      const bool right = lost == 1 && stalest <= options.max_staleness;
+      finish(
+          fmt::format("{}finished 3000 iterations, {} client lost, the stalest diff applied {} "
+                      "versions behind (bound {})",
+                      right ? "" : "WRONG: ", lost, stalest, options.max_staleness));
     } catch (const std::exception& e) {
       finish(fmt::format("WRONG: the server failed: {}", e.what()));
     }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -207,6 +208,26 @@ TEST_SUITE("mpi_reducer") {
     }
     MPI_Barrier(MPI_COMM_WORLD);  // everyone is done with the communicator before it goes
     reducer.reset();
+  }
+
+  TEST_CASE("a rank that is only slow is waited for up to the timeout, and the sums are right") {
+    const world job;
+    if (job.ranks < 2) return;
+    std::vector<std::vector<float>> buffers(1, std::vector<float>(1000));
+    crema::mpi::mpi_reducer<float> reducer(MPI_COMM_WORLD, local_tree(1),
+                                           crema::test::spans_of(buffers), {.timeout = 1500ms});
+    for (int step = 0; step < 3; ++step) {
+      std::fill(buffers[0].begin(), buffers[0].end(), static_cast<float>(job.rank + 1));
+      // The last rank comes late to each operation, by half the timeout.
+      if (job.rank == job.ranks - 1) std::this_thread::sleep_for(750ms);
+      if (step == 1) {
+        reducer.broadcast(0);
+        CHECK(buffers[0].back() == 1.0f);
+      } else {
+        reducer.allreduce();
+        CHECK(buffers[0].back() == static_cast<float>(job.ranks * (job.ranks + 1) / 2));
+      }
+    }
   }
 
   TEST_CASE("shards of ranks and their consumers cover the data once") {
