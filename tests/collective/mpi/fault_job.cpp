@@ -166,7 +166,7 @@ crema::tree_topology tree_of(std::size_t count) {
   crema::mpi::ps_options options;
   options.wait = 100ms;
   options.lost_after = 1s;
-  options.timeout = 2s;
+  options.timeout = 4s;       // well past lost_after: a loaded machine (CI's) is slow to answer
   options.max_staleness = 2;  // the bound the server keeps, the dead client or not
   std::vector<float> w(4096, 0.0f);
   const auto started = std::chrono::steady_clock::now();
@@ -174,7 +174,7 @@ crema::tree_topology tree_of(std::size_t count) {
     crema::mpi::parameter_server<float> server(MPI_COMM_WORLD, w, {}, options);
     if (rank == victim) fail_after(300ms, how);
     try {
-      const auto& stats = server.serve(3000);
+      const auto& stats = server.serve(1000);
       std::uint64_t lost = 0;
       std::uint64_t stalest = 0;
       for (const auto& client : stats.clients) {
@@ -183,7 +183,7 @@ crema::tree_topology tree_of(std::size_t count) {
       }
       const bool right = lost == 1 && stalest <= options.max_staleness;
       finish(
-          fmt::format("{}finished 3000 iterations, {} client lost, the stalest diff applied {} "
+          fmt::format("{}finished 1000 iterations, {} client lost, the stalest diff applied {} "
                       "versions behind (bound {})",
                       right ? "" : "WRONG: ", lost, stalest, options.max_staleness));
     } catch (const std::exception& e) {

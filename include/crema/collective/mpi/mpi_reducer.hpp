@@ -133,7 +133,6 @@ class mpi_reducer {
     ranks_ = static_cast<std::size_t>(ranks);
     std::vector<int> rank_ids(ranks_);
     std::iota(rank_ids.begin(), rank_ids.end(), 0);
-    replies_.resize(ranks_);
     rank_tree_ = std::make_unique<tree_topology>(
         tree_topology::build(rank_ids, [](int, int) { return true; }));
     chunk_.resize(std::min(options_.chunk_elements, std::max<std::size_t>(1, local_.size())));
@@ -372,8 +371,9 @@ class mpi_reducer {
     // so that the silent rank is the one named.
     const std::array<int, 2> zero{0, 0};
     if (wait_each(both, ends, zero, 2 * options_.timeout)) {
-      spend(fmt::format("rank {} did not hear from rank 0 within {} ms about its {}", rank_,
-                        2 * options_.timeout.count(), describe(mine)));
+      // Rank 0 may be held up itself (in another reducer of its process): ask it.
+      give_up_on_silent(0, fmt::format("rank {} did not hear from rank 0 within {} ms about its {}",
+                                       rank_, 2 * options_.timeout.count(), describe(mine)));
     }
     if (const auto problem = detail::receive_problem(ends[1], sizeof(received))) {
       spend(fmt::format("rank 0 sent rank {} {} as its verdict on the {}; refused", rank_, *problem,
@@ -440,22 +440,32 @@ class mpi_reducer {
         [&] {
           for (std::size_t i = 0; i < ends.size(); ++i) {
             if (!ends[i].done) {
-              waiting_for_ = peers[i];
+              wait_on(peers[i]);
               break;
             }
           }
           return between_polls();
         },
         cancellable);
-    waiting_for_ = -1;
+    wait_on(std::nullopt);
     if (first && heard_) name_what_was_heard();
     return first;
+  }
+
+  // Tells the process's board what this reducer waits for now (a peer, or nothing), for the
+  // questions of other ranks.
+  void wait_on(std::optional<int> peer) noexcept {
+    if (peer != waiting_for_) {
+      waiting_for_ = peer;
+      detail::failure_board::of_this_process().waiting(peer ? comm_ : MPI_COMM_NULL,
+                                                       peer.value_or(-1));
+    }
   }
 
   // What every wait does between its polls: answers the questions other ranks sent, and says
   // whether another rank has sent a failure notice (kept, decoded or not, in `heard_`).
   bool between_polls() {
-    answer_questions();
+    detail::failure_board::of_this_process().answer_questions();
     if (heard_) return true;
     int found = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
@@ -479,39 +489,20 @@ class mpi_reducer {
     return received;
   }
 
-  // Tells each rank that asked whom this one waits for. The answers go without waiting for them.
-  void answer_questions() {
-    for (;;) {
-      int found = 0;
-      MPI_Message message = MPI_MESSAGE_NULL;
-      MPI_Status status{};
-      if (MPI_Improbe(MPI_ANY_SOURCE, detail::reducer_query_tag, comm_, &found, &message,
-                      &status) != MPI_SUCCESS ||
-          found == 0) {
-        return;
-      }
-      (void)take_matched(message, status);  // a question carries nothing
-      const auto asker = static_cast<std::size_t>(status.MPI_SOURCE);
-      replies_[asker] = {waiting_for_, step_ - 1};
-      MPI_Request request = MPI_REQUEST_NULL;
-      if (MPI_Isend(&replies_[asker], sizeof(detail::waiting_reply), MPI_BYTE,
-                    static_cast<int>(asker), detail::reducer_reply_tag, comm_,
-                    &request) == MPI_SUCCESS) {
-        MPI_Request_free(&request);
-      }
-    }
-  }
-
   // `peer` did not answer within the timeout (`anyone`: one of the ranks of a collective did
   // not); it may itself be waiting for another rank. Asks along the waits (whom do you wait for?)
   // and spends the reducer naming the first rank that does not answer, and how it was found.
   [[noreturn]] void give_up_on_silent(int peer, const char* what) {
-    const std::string waited =
-        peer == anyone ? fmt::format("rank {} waited {} ms for the others in the {} of step {}",
-                                     rank_, options_.timeout.count(), what, step_ - 1)
-                       : fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
-                                     options_.timeout.count(), peer, what, step_ - 1);
-    waiting_for_ = peer;  // still, for the questions of ranks that wait for this one
+    give_up_on_silent(
+        peer, peer == anyone
+                  ? fmt::format("rank {} waited {} ms for the others in the {} of step {}", rank_,
+                                options_.timeout.count(), what, step_ - 1)
+                  : fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
+                                options_.timeout.count(), peer, what, step_ - 1));
+  }
+  // As above, `waited` saying what was waited for.
+  [[noreturn]] void give_up_on_silent(int peer, const std::string& waited) {
+    wait_on(peer);  // still, for the questions of ranks that wait for this one
     const auto culprit = culprit_behind(peer);
     if (heard_) name_what_was_heard();
     if (!culprit) spend(fmt::format("{}; every rank answers, so MPI itself is stuck", waited));
@@ -832,8 +823,7 @@ class mpi_reducer {
   std::uint64_t step_ = 0;   // operations issued, the same count on every rank that agrees
   // The failure another rank told this one of: its sender and the notice, or what was wrong
   // with it.
-  int waiting_for_ = -1;                        // the rank a wait is held up by now, for questions
-  std::vector<detail::waiting_reply> replies_;  // the answer sent to each rank that asked
+  std::optional<int> waiting_for_;  // the rank a wait is held up by now, as told to the board
   std::optional<std::pair<std::size_t, std::variant<detail::failure_notice, std::string>>> heard_;
   bool spent_ = false;
   std::string spent_reason_;
