@@ -4,9 +4,12 @@
 # killed rank, mpirun may end the job first), none may hang or deliver a wrong sum, and the
 # parameter server must go on without a dead client. Runs crema-mpi-fault-job (fault_job.cpp)
 # once per case and reads the line each rank prints.
-#   killed_rank.sh FAULT_JOB
+#   killed_rank.sh FAULT_JOB [OPERATION...]   (default: every one; ps is the parameter server's)
 set -uo pipefail
 job=$1
+shift
+operations=("$@")
+((${#operations[@]} == 0)) && operations=(broadcast reduce allreduce p2p_sync ps)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -59,14 +62,15 @@ run() {
   if [[ "$outcome" == FAILED* ]]; then sed 's/^/    | /' "$log" | tail -30; fi
 }
 
-for operation in broadcast reduce allreduce p2p_sync; do
-  for victim in 0 2; do
-    for how in stop kill; do run "$operation" "$victim" "$how"; done
+for operation in "${operations[@]}"; do
+  for how in stop kill; do
+    if [[ "$operation" == ps ]]; then
+      run ps_pull 2 "$how"
+      run ps_push 1 "$how"
+      run ps_server 0 "$how"
+    else
+      for victim in 0 2; do run "$operation" "$victim" "$how"; done
+    fi
   done
-done
-for how in stop kill; do
-  run ps_pull 2 "$how"
-  run ps_push 1 "$how"
-  run ps_server 0 "$how"
 done
 exit "$failed"
