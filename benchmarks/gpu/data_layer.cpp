@@ -4,14 +4,16 @@
 // The datasets of benchmarks/caffe_data_layer (50,000 x 3x32x32, crop 28, batch 64; 5,000 x
 // 3x256x256, crop 224, batch 32), one pass per iteration, on 2, 4, 8 and 16 producer threads,
 // each batch uploading on a stream of its own (crema's default) and, beside it, on one stream
-// its consumer's batches share. Beside them, in the same run: a raw pinned cudaMemcpyAsync of the
-// same bytes (what the uploads alone would take). Samples per second and upload GB/s; the data
+// its consumer's batches share. Beside them, in the same run: the same pipeline into host batches
+// (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
+// uploads alone would take). Samples per second and upload GB/s; the data
 // layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/host_batch.hpp>
 
 #include "caffe_data_layer/shape.hpp"
 #include "gpu/gpu_benchmark.hpp"
@@ -82,6 +84,31 @@ void data_layer(benchmark::State& state, const dataset& set, bool shared_stream)
   count_pass(state, set, db.records());
 }
 
+// The same pipeline into host batches on the same threads, nothing uploaded: what the host
+// alone delivers, the figure a feed of device batches is held to (the GPU-feed issue's target
+// is 0.9 of it at every thread count).
+void host_data_layer(benchmark::State& state, const dataset& set) {
+  const auto& db = crema::bench::data_layer::database_of(set);
+  const auto threads = static_cast<std::size_t>(state.range(0));
+  crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
+                               crema::make_host_batch<float>{});
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(db.path()),
+      batcher,
+      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+  auto consumer = pipe.consumer(0);
+  const auto pass = [&] {
+    for (std::size_t read = 0; read < db.records();) {
+      auto batch = consumer.pull();
+      benchmark::DoNotOptimize(batch->data.data());
+      read += batch->size();
+    }
+  };
+  pass();
+  for (auto _ : state) pass();
+  count_pass(state, set, db.records());
+}
+
 // The same bytes, batch by batch, from pinned memory: the uploads alone.
 void raw_uploads(benchmark::State& state, const dataset& set) {
   const auto& db = crema::bench::data_layer::database_of(set);
@@ -107,6 +134,7 @@ BENCHMARK_CAPTURE(data_layer, small, small, false)
 BENCHMARK_CAPTURE(data_layer, small_shared, small, true)
     ->Name("crema-shared-stream/data_layer/small")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(host_data_layer, small, small)->Name("host/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large, large, false)
     ->Name("crema/data_layer/large")
@@ -114,6 +142,7 @@ BENCHMARK_CAPTURE(data_layer, large, large, false)
 BENCHMARK_CAPTURE(data_layer, large_shared, large, true)
     ->Name("crema-shared-stream/data_layer/large")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(host_data_layer, large, large)->Name("host/data_layer/large")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
 
 }  // namespace
@@ -130,6 +159,7 @@ int main(int argc, char** argv) {
             const auto name = fmt::format("data_layer/{}/threads:{}/real_time", set->name, threads);
             const double crema_ns = reporter.nanoseconds("crema/" + name);
             const double shared_ns = reporter.nanoseconds("crema-shared-stream/" + name);
+            const double host_ns = reporter.nanoseconds("host/" + name);
             const double raw_ns = reporter.nanoseconds("baseline/" + name);
             if (crema_ns <= 0 || raw_ns <= 0) continue;  // not run (a filter)
             const std::size_t records = crema::bench::data_layer::database_of(*set).records();
@@ -139,6 +169,12 @@ int main(int argc, char** argv) {
                 "copies {:.2f} GB/s: {:.3f} of raw\n",
                 set->name, threads, static_cast<double>(records) / crema_ns * 1e9, bytes / crema_ns,
                 bytes / raw_ns, raw_ns / crema_ns);
+            if (host_ns > 0) {
+              fmt::print(
+                  "    host batches on the same threads: {:.0f} samples/s; CUDA batches "
+                  "{:.3f} of them (target 0.9)\n",
+                  static_cast<double>(records) / host_ns * 1e9, host_ns / crema_ns);
+            }
             if (shared_ns > 0) {
               fmt::print(
                   "    one stream shared by the batches: {:.0f} samples/s ({:.3f} of a stream "
