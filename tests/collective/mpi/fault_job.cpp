@@ -16,10 +16,11 @@
 //     at that step. Rank 0 prints "resumed at step S" and, at the end, "final HASH" of the
 //     parameters' bytes: restart.sh compares a killed and resumed run with one never stopped.
 //
-// Every other rank prints one line when it ends as it should: an error naming the victim within
-// the timeout ("rank R: named rank V: ..."), or, for the parameter server's survivors, the run
-// finished without the victim ("rank R: finished ..."). Anything else, a sum delivered that is
-// wrong or an error naming another rank, prints "rank R: WRONG: ...". Then it waits to be ended.
+// Every other rank prints one line: an error naming the victim ("rank R: named rank V: ..."), an
+// error naming another rank ("rank R: named another rank: ..."), or, for the parameter server's
+// survivors, the run finished without the victim ("rank R: finished ..."); a sum delivered that
+// is wrong, an error that came late, a server that gave up, prints "rank R: WRONG: ...". Then it
+// waits to be ended. killed_rank.sh judges.
 #include <crema/collective/mpi/mpi_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 #include <crema/collective/ps/mpi/parameter_server.hpp>
@@ -92,7 +93,8 @@ void fail_after(std::chrono::milliseconds after, std::string_view how) {
   };
   bool named = false;
   for (const auto& blame : blames) named = named || message.find(blame) != std::string::npos;
-  finish(fmt::format("{}: {}", named ? fmt::format("named rank {}", victim) : "WRONG", message));
+  finish(fmt::format("{}: {}", named ? fmt::format("named rank {}", victim) : "named another rank",
+                     message));
 }
 
 crema::tree_topology tree_of(std::size_t count) {
