@@ -76,20 +76,29 @@ struct failure_notice {
   std::uint64_t step = 0;
 };
 
+// A message of type `Message` copied out of `bytes`, or what is wrong with them: their size.
+// `what` names the message ("a view").
+template <class Message>
+[[nodiscard]] std::variant<Message, std::string> decode_exact(std::span<const std::byte> bytes,
+                                                              const char* what) {
+  if (bytes.size() != sizeof(Message)) {
+    return fmt::format("{} bytes where {} has {}", bytes.size(), what, sizeof(Message));
+  }
+  Message message;
+  std::memcpy(&message, bytes.data(), sizeof message);
+  return message;
+}
+
 // A failure notice decoded from the bytes a rank sent to a communicator of `ranks` ranks, or what
 // is wrong with them.
 [[nodiscard]] inline std::variant<failure_notice, std::string> decode_failure(
     std::span<const std::byte> bytes, std::size_t ranks) {
-  if (bytes.size() != sizeof(failure_notice)) {
-    return fmt::format("{} bytes where a failure notice has {}", bytes.size(),
-                       sizeof(failure_notice));
+  auto decoded = decode_exact<failure_notice>(bytes, "a failure notice");
+  const auto* notice = std::get_if<failure_notice>(&decoded);
+  if (notice != nullptr && notice->rank >= ranks) {
+    return fmt::format("a failure notice naming rank {}, not a rank of {}", notice->rank, ranks);
   }
-  failure_notice notice;
-  std::memcpy(&notice, bytes.data(), sizeof notice);
-  if (notice.rank >= ranks) {
-    return fmt::format("a failure notice naming rank {}, not a rank of {}", notice.rank, ranks);
-  }
-  return notice;
+  return decoded;
 }
 
 // Whom a rank waits for in operation `step`: a rank, nobody, or any rank (in a collective, where
@@ -105,27 +114,20 @@ struct waiting_reply {
 // with them.
 [[nodiscard]] inline std::variant<waiting_reply, std::string> decode_reply(
     std::span<const std::byte> bytes, std::size_t ranks) {
-  if (bytes.size() != sizeof(waiting_reply)) {
-    return fmt::format("{} bytes where a reply has {}", bytes.size(), sizeof(waiting_reply));
+  auto decoded = decode_exact<waiting_reply>(bytes, "a reply");
+  const auto* reply = std::get_if<waiting_reply>(&decoded);
+  if (reply != nullptr &&
+      (reply->waits_for < waits_for_anyone ||
+       (reply->waits_for >= 0 && static_cast<std::uint64_t>(reply->waits_for) >= ranks))) {
+    return fmt::format("a reply naming rank {}, not a rank of {}", reply->waits_for, ranks);
   }
-  waiting_reply reply;
-  std::memcpy(&reply, bytes.data(), sizeof reply);
-  if (reply.waits_for < waits_for_anyone ||
-      (reply.waits_for >= 0 && static_cast<std::uint64_t>(reply.waits_for) >= ranks)) {
-    return fmt::format("a reply naming rank {}, not a rank of {}", reply.waits_for, ranks);
-  }
-  return reply;
+  return decoded;
 }
 
 // A view decoded from the bytes a rank sent, or what is wrong with them.
 [[nodiscard]] inline std::variant<reducer_view, std::string> decode_view(
     std::span<const std::byte> bytes) {
-  if (bytes.size() != sizeof(reducer_view)) {
-    return fmt::format("{} bytes where a view has {}", bytes.size(), sizeof(reducer_view));
-  }
-  reducer_view view;
-  std::memcpy(&view, bytes.data(), sizeof view);
-  return view;
+  return decode_exact<reducer_view>(bytes, "a view");
 }
 
 // A verdict decoded from the bytes rank 0 sent to a communicator of `ranks` ranks, or what is
@@ -133,19 +135,17 @@ struct waiting_reply {
 // itself, which has nobody to disagree with but itself).
 [[nodiscard]] inline std::variant<reducer_verdict, std::string> decode_verdict(
     std::span<const std::byte> bytes, std::size_t ranks) {
-  if (bytes.size() != sizeof(reducer_verdict)) {
-    return fmt::format("{} bytes where a verdict has {}", bytes.size(), sizeof(reducer_verdict));
-  }
-  reducer_verdict verdict;
-  std::memcpy(&verdict, bytes.data(), sizeof verdict);
-  const auto kind = static_cast<std::uint64_t>(verdict.kind);
+  auto decoded = decode_exact<reducer_verdict>(bytes, "a verdict");
+  const auto* verdict = std::get_if<reducer_verdict>(&decoded);
+  if (verdict == nullptr) return decoded;
+  const auto kind = static_cast<std::uint64_t>(verdict->kind);
   if (kind > static_cast<std::uint64_t>(verdict_kind::malformed)) {
     return fmt::format("a verdict of unknown kind {}", kind);
   }
-  if (verdict.kind != verdict_kind::agreed && (verdict.rank == 0 || verdict.rank >= ranks)) {
-    return fmt::format("a verdict naming rank {}, not another rank of {}", verdict.rank, ranks);
+  if (verdict->kind != verdict_kind::agreed && (verdict->rank == 0 || verdict->rank >= ranks)) {
+    return fmt::format("a verdict naming rank {}, not another rank of {}", verdict->rank, ranks);
   }
-  return verdict;
+  return decoded;
 }
 
 }  // namespace crema::mpi::detail
