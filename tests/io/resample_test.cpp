@@ -1,5 +1,6 @@
 // band_resampler: every instruction set gives the same bytes (Pillow's arithmetic), for any box,
 // output size and band height; rows outside the vertical pass's reach are never needed.
+// value_normalizer: torch's bits for every value, on every instruction set.
 
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/resample.hpp>
@@ -9,8 +10,10 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 namespace {
@@ -41,8 +44,9 @@ std::vector<std::uint8_t> resample(const crema::image_view<std::uint8_t>& image,
 }  // namespace
 
 TEST_SUITE("band_resampler") {
-  TEST_CASE("every instruction set gives the same bytes, for shrinking, enlarging, fractional "
-            "boxes and edges") {
+  TEST_CASE(
+      "every instruction set gives the same bytes, for shrinking, enlarging, fractional "
+      "boxes and edges") {
     crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
     const auto bytes = crema::test::read_bytes(crema::test::test_data("coffee.jpg"));
     const auto image = decoder.decode(bytes, "coffee.jpg");
@@ -96,5 +100,46 @@ TEST_SUITE("band_resampler") {
     CHECK(same[0] == image(0, 0, 0));
     CHECK(same[256] == image(1, 0, 0));
     CHECK(same[3 * 256 + 2 * 256 + 5] == image(2, 1, 5));
+  }
+}
+
+TEST_SUITE("value_normalizer") {
+  TEST_CASE(
+      "every value gets the bits of ToTensor then Normalize in float, on every instruction "
+      "set, at any offset") {
+    // 259 values: all 256, then three more, so that eight-at-a-time passes leave a tail.
+    std::vector<std::uint8_t> values(259);
+    std::iota(values.begin(), values.end(), std::uint8_t{0});
+    struct channel {
+      float mean;
+      float std;
+    };
+    // ImageNet's, none, odd ones, a std whose reciprocal overflows (the divisions are kept),
+    // and a huge one.
+    for (const channel c : {channel{0.485F, 0.229F}, channel{0.0F, 1.0F}, channel{0.5F, 0.5F},
+                            channel{-3.25F, 0.7F}, channel{0.406F, 1e-39F}, channel{0.1F, 3e38F}}) {
+      CAPTURE(c.mean);
+      CAPTURE(c.std);
+      const crema::value_normalizer normalize(c.mean, c.std);
+      for (const auto isa :
+           {crema::detail::resample_isa::plain, crema::detail::resample_isa::avx2}) {
+        if (isa > crema::detail::best_resample_isa()) continue;
+        isa_ceiling lowered(isa);
+        for (const std::size_t offset : {0, 1, 5}) {
+          CAPTURE(offset);
+          std::vector<float> out(values.size() - offset);
+          normalize(values.data() + offset, out.size(), out.data());
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i < out.size(); ++i) {
+            const float expected =
+                (static_cast<float>(values[offset + i]) / 255.0F - c.mean) / c.std;
+            wrong += std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(expected);
+            wrong += std::bit_cast<std::uint32_t>(normalize(values[offset + i])) !=
+                     std::bit_cast<std::uint32_t>(expected);
+          }
+          CHECK(wrong == 0);
+        }
+      }
+    }
   }
 }

@@ -276,11 +276,7 @@ class image_transform {
       if (!(options_.std[c] != 0.0F)) {
         detail::fail<config_error>("image_transform: std of channel {} is {}", c, options_.std[c]);
       }
-      for (std::size_t value = 0; value < 256; ++value) {
-        float x = static_cast<float>(value) / 255.0F;  // ToTensor
-        x = (x - options_.mean[c]) / options_.std[c];  // Normalize
-        normalized_[c][value] = x;
-      }
+      normalizers_[c] = value_normalizer(options_.mean[c], options_.std[c]);
     }
   }
   image_transform(const image_transform& other) : image_transform(other.options_) {}
@@ -459,7 +455,7 @@ class image_transform {
         if (chw) {
           T* to = out.data() + (c * height + row) * width;
           if constexpr (std::is_same_v<T, float>) {
-            normalize_values(plane, width, options_.mean[c], options_.std[c], to);
+            normalizers_[c](plane, width, to);
           } else {
             std::copy(plane, plane + width, to);
           }
@@ -467,7 +463,7 @@ class image_transform {
           T* to = out.data() + row * width * channels + c;
           for (std::size_t x = 0; x < width; ++x) {
             if constexpr (std::is_same_v<T, float>) {
-              to[x * channels] = normalized_[c][plane[x]];
+              to[x * channels] = normalizers_[c](plane[x]);
             } else {
               to[x * channels] = plane[x];
             }
@@ -513,7 +509,7 @@ class image_transform {
   image_transform_options options_;
   image_window_decoder decoder_;
   band_resampler resampler_;
-  std::array<std::array<float, 256>, 3> normalized_{};
+  std::array<value_normalizer, 3> normalizers_;
   std::vector<float> jittered_;  // the jittered image, reused
 };
 

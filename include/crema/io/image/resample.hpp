@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -29,11 +30,30 @@
 
 namespace crema {
 
-/// @brief Writes `count` 8-bit values as floats `(value / 255 - mean) / std`, computed as
-/// torchvision's ToTensor and Normalize compute them in float (so the same bits), eight at a time
-/// where the processor has AVX2.
-void normalize_values(const std::uint8_t* values, std::size_t count, float mean, float std,
-                      float* out) noexcept;
+/// @brief torchvision's ToTensor + Normalize of one channel's 8-bit values: `(value / 255 - mean)
+/// / std`, computed in float to the same bits as torch computes it. Where the processor has AVX2
+/// and FMA, each division is a multiplication by the reciprocal corrected by two fused
+/// multiply-adds, eight values at a time; that gives the correctly rounded quotient for almost
+/// every divisor, and the constructor checks all 256 values against true divisions, keeping the
+/// divisions for a mean and std where any differs. Made once per channel; `operator()` is
+/// thread-safe and allocates nothing.
+class value_normalizer {
+ public:
+  value_normalizer() : value_normalizer(0.0F, 1.0F) {}
+  value_normalizer(float mean, float std) noexcept;
+
+  /// @brief Writes `count` values, normalised, to `out`.
+  void operator()(const std::uint8_t* values, std::size_t count, float* out) const noexcept;
+
+  /// @return one value, normalised
+  [[nodiscard]] float operator()(std::uint8_t value) const noexcept { return table_[value]; }
+
+ private:
+  float mean_;
+  float std_;
+  bool corrected_;  // the corrected reciprocals give every value's true quotients
+  std::array<float, 256> table_{};
+};
 
 /// @brief A region of an image to resample, in its pixels (fractional; Pillow's `box`).
 struct resample_box {
@@ -347,28 +367,60 @@ class band_resampler {
         _mm256_set1_epi32(255));
   }
 
-  // One output row of the vertical pass, eight values at a time with their sums kept in a
-  // register across the taps; the values after the last eight the plain way.
+  // Sums of products taken with the weights' high and low bits apart, put together, with
+  // Pillow's rounding added (not yet shifted down).
+  [[gnu::target("avx2")]] static __m256i split_sums_avx2(__m256i high, __m256i low) noexcept {
+    return _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_slli_epi32(high, detail::resample_axis::low_bits), low),
+        _mm256_set1_epi32(std::int32_t{1} << (detail::resample_axis::precision_bits - 1)));
+  }
+
+  // One output row of the vertical pass, sixteen values at a time: a pair of taps' rows side by
+  // side as 16-bit values, and two 16-bit multiply-adds with the weights' high and low bits (as
+  // the horizontal pass), so the sums are Pillow's exactly; the values after the last sixteen
+  // the plain way.
   [[gnu::target("avx2")]] void down_avx2(std::size_t row, std::size_t values) noexcept {
+    constexpr int low_bits = detail::resample_axis::low_bits;
     const std::size_t first = vertical_.first[row] - first_row_;
     const std::size_t taps = vertical_.count[row];
     const std::int32_t* weights = vertical_.weights.data() + row * vertical_.taps_per_output;
     const std::int32_t half = std::int32_t{1} << (detail::resample_axis::precision_bits - 1);
     const std::uint8_t* rows = kept_.data() + first * row_bytes_;
     std::size_t i = 0;
-    for (; i + 8 <= values; i += 8) {
-      __m256i sums = _mm256_set1_epi32(half);
-      for (std::size_t tap = 0; tap < taps; ++tap) {
-        const __m128i eight =
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows + tap * row_bytes_ + i));
-        sums = _mm256_add_epi32(
-            sums, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(eight), _mm256_set1_epi32(weights[tap])));
+    for (; i + 16 <= values; i += 16) {
+      __m256i high_first = _mm256_setzero_si256();   // values 0-3 and 8-11
+      __m256i high_second = _mm256_setzero_si256();  // values 4-7 and 12-15
+      __m256i low_first = _mm256_setzero_si256();
+      __m256i low_second = _mm256_setzero_si256();
+      for (std::size_t tap = 0; tap < taps; tap += 2) {
+        // An odd last tap is paired with itself at weight 0.
+        const std::size_t next = tap + 1 < taps ? tap + 1 : tap;
+        const auto upper = static_cast<std::uint32_t>(tap + 1 < taps ? weights[tap + 1] : 0);
+        const auto lower = static_cast<std::uint32_t>(weights[tap]);
+        const __m256i high = _mm256_set1_epi32(
+            static_cast<std::int32_t>((lower >> low_bits) | ((upper >> low_bits) << 16)));
+        const __m256i low = _mm256_set1_epi32(static_cast<std::int32_t>(
+            (lower & ((1U << low_bits) - 1)) | ((upper & ((1U << low_bits) - 1)) << 16)));
+        const __m256i a = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + tap * row_bytes_ + i)));
+        const __m256i b = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + next * row_bytes_ + i)));
+        const __m256i first_pairs = _mm256_unpacklo_epi16(a, b);
+        const __m256i second_pairs = _mm256_unpackhi_epi16(a, b);
+        high_first = _mm256_add_epi32(high_first, _mm256_madd_epi16(first_pairs, high));
+        high_second = _mm256_add_epi32(high_second, _mm256_madd_epi16(second_pairs, high));
+        low_first = _mm256_add_epi32(low_first, _mm256_madd_epi16(first_pairs, low));
+        low_second = _mm256_add_epi32(low_second, _mm256_madd_epi16(second_pairs, low));
       }
-      const __m256i clipped = clip8_avx2(sums);
-      const __m128i words =
-          _mm_packus_epi32(_mm256_castsi256_si128(clipped), _mm256_extracti128_si256(clipped, 1));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out_row_.data() + i),
-                       _mm_packus_epi16(words, words));
+      // Saturating packs clip to [0, 255] and put the sixteen values back in order.
+      const __m256i words =
+          _mm256_packus_epi32(_mm256_srai_epi32(split_sums_avx2(high_first, low_first),
+                                                detail::resample_axis::precision_bits),
+                              _mm256_srai_epi32(split_sums_avx2(high_second, low_second),
+                                                detail::resample_axis::precision_bits));
+      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(words, words), 0b1000);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out_row_.data() + i),
+                       _mm256_castsi256_si128(bytes));
     }
     for (; i < values; ++i) {
       std::int32_t sum = half;
@@ -396,36 +448,41 @@ class band_resampler {
     }
   }
 
-  // Block `block`'s eight sums of channel `c` (not yet clipped), from its plane: each half of the
-  // register holds 16 bytes from its lanes' first input, a shuffle a pair of taps puts each lane's
-  // two inputs side by side, and two 16-bit multiply-adds take the weights' high and low bits; the
-  // sum is Pillow's exactly (every weight is at most 2^22, so nothing overflows).
-  [[gnu::target("avx2")]] __m256i planar_block_avx2(std::size_t block,
-                                                    std::size_t c) const noexcept {
+  // Block `block`'s eight sums of each channel (not yet clipped), from the planes: each half of a
+  // register holds 16 bytes of a plane from its lanes' first input, a shuffle a pair of taps puts
+  // each lane's two inputs side by side, and two 16-bit multiply-adds take the weights' high and
+  // low bits; the sums are Pillow's exactly (every weight is at most 2^22, so nothing
+  // overflows). A pair's shuffle and weights are loaded once for the three channels.
+  [[gnu::target("avx2")]] void planar_block_avx2(std::size_t block,
+                                                 __m256i (&sums)[3]) const noexcept {
     const detail::resample_axis& axis = horizontal_;
-    const std::uint8_t* plane = planes_.data() + c * plane_stride_;
-    const __m256i values = _mm256_loadu2_m128i(
-        reinterpret_cast<const __m128i*>(plane + axis.shuffle_bases[block * 2 + 1]),
-        reinterpret_cast<const __m128i*>(plane + axis.shuffle_bases[block * 2]));
-    __m256i high = _mm256_setzero_si256();
-    __m256i low = _mm256_setzero_si256();
+    __m256i values[3];
+    __m256i high[3];
+    __m256i low[3];
+    for (std::size_t c = 0; c < 3; ++c) {
+      const std::uint8_t* plane = planes_.data() + c * plane_stride_;
+      values[c] = _mm256_loadu2_m128i(
+          reinterpret_cast<const __m128i*>(plane + axis.shuffle_bases[block * 2 + 1]),
+          reinterpret_cast<const __m128i*>(plane + axis.shuffle_bases[block * 2]));
+      high[c] = _mm256_setzero_si256();
+      low[c] = _mm256_setzero_si256();
+    }
     const std::size_t pairs = static_cast<std::size_t>(axis.shuffle_pairs[block]);
     for (std::size_t pair = 0; pair < pairs; ++pair) {
       const std::size_t at = block * axis.pairs_per_block + pair;
-      const __m256i inputs = _mm256_shuffle_epi8(
-          values,
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&axis.shuffle_masks[at * 32])));
-      high = _mm256_add_epi32(
-          high, _mm256_madd_epi16(inputs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                              &axis.shuffle_high[at * 8]))));
-      low = _mm256_add_epi32(
-          low, _mm256_madd_epi16(inputs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                             &axis.shuffle_low[at * 8]))));
+      const __m256i mask =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&axis.shuffle_masks[at * 32]));
+      const __m256i high_weights =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&axis.shuffle_high[at * 8]));
+      const __m256i low_weights =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&axis.shuffle_low[at * 8]));
+      for (std::size_t c = 0; c < 3; ++c) {
+        const __m256i inputs = _mm256_shuffle_epi8(values[c], mask);
+        high[c] = _mm256_add_epi32(high[c], _mm256_madd_epi16(inputs, high_weights));
+        low[c] = _mm256_add_epi32(low[c], _mm256_madd_epi16(inputs, low_weights));
+      }
     }
-    const __m256i sums = _mm256_add_epi32(
-        _mm256_add_epi32(_mm256_slli_epi32(high, detail::resample_axis::low_bits), low),
-        _mm256_set1_epi32(std::int32_t{1} << (detail::resample_axis::precision_bits - 1)));
-    return sums;
+    for (std::size_t c = 0; c < 3; ++c) sums[c] = split_sums_avx2(high[c], low[c]);
   }
 
   // Eight sums of each channel, clipped and packed into eight bytes (reversed when mirrored),
@@ -468,8 +525,9 @@ class band_resampler {
     for (std::size_t block = 0; block < blocks; ++block) {
       const std::size_t x = block * 8;
       if (axis.shuffle_pairs[block] > 0) {
-        store_block_avx2(planar_block_avx2(block, 0), planar_block_avx2(block, 1),
-                         planar_block_avx2(block, 2), x, out, reversed_eights);
+        __m256i sums[3];
+        planar_block_avx2(block, sums);
+        store_block_avx2(sums[0], sums[1], sums[2], x, out, reversed_eights);
         continue;
       }
       if (axis.first[x] == 0) {
@@ -529,37 +587,78 @@ class band_resampler {
   std::vector<std::uint8_t> out_row_;
 };
 
-#if defined(CREMA_RESAMPLE_AVX2)
 namespace detail {
-[[gnu::target("avx2")]] inline void normalize_values_avx2(const std::uint8_t* values,
-                                                          std::size_t count, float mean, float std,
-                                                          float* out) noexcept {
-  const __m256 scale = _mm256_set1_ps(255.0F);
+
+// An IEEE quotient a / b from b's reciprocal r: q = a r, then q + (a - q b) r, the remainder
+// exact through a fused multiply-add (Markstein's correction).
+[[nodiscard]] inline float corrected_quotient(float a, float b, float r) noexcept {
+  const float q = a * r;
+  return std::fma(std::fma(-q, b, a), r, q);
+}
+
+#if defined(CREMA_RESAMPLE_AVX2)
+[[nodiscard]] inline bool has_fma() noexcept {
+  static const bool has = __builtin_cpu_supports("fma");
+  return has;
+}
+
+[[gnu::target("avx2,fma")]] inline __m256 corrected_quotient_avx2(__m256 a, __m256 b,
+                                                                  __m256 r) noexcept {
+  const __m256 q = _mm256_mul_ps(a, r);
+  return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, b, a), r, q);
+}
+
+[[gnu::target("avx2,fma")]] inline void normalize_values_avx2(const std::uint8_t* values,
+                                                              std::size_t count, float mean,
+                                                              float std, float* out) noexcept {
+  const __m256 full = _mm256_set1_ps(255.0F);
+  const __m256 inverse_full = _mm256_set1_ps(1.0F / 255.0F);
   const __m256 shift = _mm256_set1_ps(mean);
   const __m256 spread = _mm256_set1_ps(std);
+  const __m256 inverse_spread = _mm256_set1_ps(1.0F / std);
   std::size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    const __m256i eight =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + i)));
-    const __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(eight), scale);
-    _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_sub_ps(x, shift), spread));
+    const __m256 eight = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + i))));
+    const __m256 x = corrected_quotient_avx2(eight, full, inverse_full);
+    _mm256_storeu_ps(out + i,
+                     corrected_quotient_avx2(_mm256_sub_ps(x, shift), spread, inverse_spread));
   }
-  for (; i < count; ++i) out[i] = (static_cast<float>(values[i]) / 255.0F - mean) / std;
+  for (; i < count; ++i) {
+    out[i] = corrected_quotient(
+        corrected_quotient(static_cast<float>(values[i]), 255.0F, 1.0F / 255.0F) - mean, std,
+        1.0F / std);
+  }
 }
-}  // namespace detail
 #endif
 
-inline void normalize_values(const std::uint8_t* values, std::size_t count, float mean, float std,
-                             float* out) noexcept {
+}  // namespace detail
+
+inline value_normalizer::value_normalizer(float mean, float std) noexcept
+    : mean_(mean), std_(std), corrected_(true) {
+  const float inverse_full = 1.0F / 255.0F;
+  const float inverse_spread = 1.0F / std;
+  for (std::size_t value = 0; value < 256; ++value) {
+    const auto x = static_cast<float>(value);
+    table_[value] = (x / 255.0F - mean) / std;  // ToTensor, then Normalize
+    const float corrected = detail::corrected_quotient(
+        detail::corrected_quotient(x, 255.0F, inverse_full) - mean, std, inverse_spread);
+    // Compared as bits: a NaN (std 0) matches only itself, and -0 is not 0.
+    corrected_ = corrected_ && std::bit_cast<std::uint32_t>(corrected) ==
+                                   std::bit_cast<std::uint32_t>(table_[value]);
+  }
+}
+
+inline void value_normalizer::operator()(const std::uint8_t* values, std::size_t count,
+                                         float* out) const noexcept {
 #if defined(CREMA_RESAMPLE_AVX2)
-  if (detail::resample_rows().load(std::memory_order_relaxed) == detail::resample_isa::avx2) {
-    detail::normalize_values_avx2(values, count, mean, std, out);
+  if (corrected_ && detail::has_fma() &&
+      detail::resample_rows().load(std::memory_order_relaxed) == detail::resample_isa::avx2) {
+    detail::normalize_values_avx2(values, count, mean_, std_, out);
     return;
   }
 #endif
-  for (std::size_t i = 0; i < count; ++i) {
-    out[i] = (static_cast<float>(values[i]) / 255.0F - mean) / std;
-  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = table_[values[i]];
 }
 
 }  // namespace crema
