@@ -252,6 +252,7 @@ class band_resampler {
     need_vertical_ =
         out_height != height || box.top != 0 || box.height != static_cast<double>(height);
     vertical_.compute(height, box.top, box.top + box.height, out_height);
+    pair_weights_.resize(vertical_.taps_per_output + 1);
     isa_ = detail::resample_rows().load(std::memory_order_relaxed);
     if (need_horizontal_) {
       horizontal_.compute(width, box.left, box.left + box.width, out_width);
@@ -387,20 +388,26 @@ class band_resampler {
     const std::int32_t half = std::int32_t{1} << (detail::resample_axis::precision_bits - 1);
     const std::uint8_t* rows = kept_.data() + first * row_bytes_;
     std::size_t i = 0;
+    // The pairs' weights as the multiply-adds take them, made once for the row.
+    for (std::size_t tap = 0; tap < taps; tap += 2) {
+      const auto lower = static_cast<std::uint32_t>(weights[tap]);
+      const auto upper = static_cast<std::uint32_t>(tap + 1 < taps ? weights[tap + 1] : 0);
+      constexpr std::uint32_t low_mask = (1U << low_bits) - 1;
+      pair_weights_[tap] =
+          static_cast<std::int32_t>((lower >> low_bits) | ((upper >> low_bits) << 16));
+      pair_weights_[tap + 1] =
+          static_cast<std::int32_t>((lower & low_mask) | ((upper & low_mask) << 16));
+    }
     for (; i + 16 <= values; i += 16) {
       __m256i high_first = _mm256_setzero_si256();   // values 0-3 and 8-11
       __m256i high_second = _mm256_setzero_si256();  // values 4-7 and 12-15
       __m256i low_first = _mm256_setzero_si256();
       __m256i low_second = _mm256_setzero_si256();
       for (std::size_t tap = 0; tap < taps; tap += 2) {
-        // An odd last tap is paired with itself at weight 0.
+        // An odd last tap is paired with itself, at weight 0.
         const std::size_t next = tap + 1 < taps ? tap + 1 : tap;
-        const auto upper = static_cast<std::uint32_t>(tap + 1 < taps ? weights[tap + 1] : 0);
-        const auto lower = static_cast<std::uint32_t>(weights[tap]);
-        const __m256i high = _mm256_set1_epi32(
-            static_cast<std::int32_t>((lower >> low_bits) | ((upper >> low_bits) << 16)));
-        const __m256i low = _mm256_set1_epi32(static_cast<std::int32_t>(
-            (lower & ((1U << low_bits) - 1)) | ((upper & ((1U << low_bits) - 1)) << 16)));
+        const __m256i high = _mm256_set1_epi32(pair_weights_[tap]);
+        const __m256i low = _mm256_set1_epi32(pair_weights_[tap + 1]);
         const __m256i a = _mm256_cvtepu8_epi16(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + tap * row_bytes_ + i)));
         const __m256i b = _mm256_cvtepu8_epi16(
@@ -585,6 +592,7 @@ class band_resampler {
   std::size_t plane_stride_ = 0;
   std::vector<std::int32_t> sums_;
   std::vector<std::uint8_t> out_row_;
+  std::vector<std::int32_t> pair_weights_;  // a row's vertical weights, as the AVX2 pass takes them
 };
 
 namespace detail {
