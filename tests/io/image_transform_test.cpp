@@ -193,6 +193,64 @@ TEST_SUITE("image_transform") {
     }
   }
 
+  TEST_CASE(
+      "resize and centre crop decode only the box and the filter's reach, with the bytes of the "
+      "whole image decoded at the same scale") {
+    crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+    const auto photo = decoder.decode(read_bytes(test_data("coffee.jpg")), "coffee.jpg");
+    crema::sample_rng rng(11, 0, 0);
+    std::size_t decoded_smaller = 0;
+    std::size_t cut = 0;
+    for (int trial = 0; trial < 60; ++trial) {
+      // A photograph of random size: most are shrunk to the resize, some enlarged.
+      const std::size_t height = 8 + rng.below(photo.height - 8);
+      const std::size_t width = 8 + rng.below(photo.width - 8);
+      const crema::image_view<std::uint8_t> part{photo.data,       3, height, width, 1,
+                                                 photo.row_stride, 3};
+      std::vector<std::byte> jpeg;
+      crema::encode_jpeg(part, 90, jpeg);
+      const bool small = trial % 3 == 0;  // shrunk enough to be decoded at 1/2 or less
+      const std::size_t crop = 8 + rng.below(small ? 40 : 120);
+      const std::size_t resize = crop + rng.below(small ? crop : 3 * crop);
+      const bool dct_scaling = trial % 2 == 0;
+      CAPTURE(trial);
+      CAPTURE(height);
+      CAPTURE(width);
+      CAPTURE(resize);
+      CAPTURE(crop);
+      CAPTURE(dct_scaling);
+      auto transform = uint8_transform({.geometry = crema::resize_center_crop{resize, crop, crop},
+                                        .decode = {.dct_scaling = dct_scaling}});
+      crema::sample_rng unused(0, 0, 0);
+      const crema::image_geometry tight = transform.geometry(height, width, unused);
+      crema::image_geometry whole = tight;
+      whole.window = {0, 0, height, width};
+      // The same scale for both, else their pixels differ by the scaled IDCT, not by the window.
+      const auto factor = [&](const crema::image_geometry& g) {
+        const auto least = [](std::size_t out, std::size_t window, double box) {
+          return static_cast<std::size_t>(
+              std::ceil(static_cast<double>(out) * static_cast<double>(window) / box));
+        };
+        return dct_scaling ? crema::shrink_factor(crema::decode_plan{
+                                 g.window, least(g.out_height, g.window.height, g.box.height),
+                                 least(g.out_width, g.window.width, g.box.width)})
+                           : std::size_t{1};
+      };
+      if (factor(tight) != factor(whole)) continue;
+      decoded_smaller += factor(tight) > 1;
+      cut += tight.window.height < height || tight.window.width < width;
+      std::vector<std::uint8_t> from_window(crop * crop * 3);
+      std::vector<std::uint8_t> from_whole(crop * crop * 3);
+      transform.apply(jpeg, tight, false, std::span(from_window), "part");
+      transform.apply(jpeg, whole, false, std::span(from_whole), "part");
+      CHECK(from_window == from_whole);
+    }
+    MESSAGE(
+        fmt::format("{} windows cut from their image, {} decoded smaller", cut, decoded_smaller));
+    CHECK(cut > 20);
+    CHECK(decoded_smaller > 3);
+  }
+
   // The scaled IDCT is another low-pass filter than Pillow's antialiasing triangle: on these
   // photographs crops decoded at 1/2 and 1/4 differ from Pillow's by 1.2 to 3.8 levels on
   // average, 47 at most (edges); docs/datasets.md states this bound. dct_scaling = false gives

@@ -55,9 +55,7 @@ struct pixel_rows {
   std::size_t count = 0;               ///< rows
 
   /// @return row `i` of the band (0 for the first)
-  [[nodiscard]] const std::uint8_t* row(std::size_t i) const noexcept {
-    return data + i * stride;
-  }
+  [[nodiscard]] const std::uint8_t* row(std::size_t i) const noexcept { return data + i * stride; }
 };
 
 /// @return the largest of 1, 2, 4, 8 that shrinks `size` pixels to no fewer than `least`
@@ -68,6 +66,14 @@ struct pixel_rows {
     factor *= 2;
   }
   return least == 0 ? 1 : factor;
+}
+
+/// @return the factor (1, 2, 4 or 8) a JPEG decoder that scales the DCT decodes `plan`'s window
+///         smaller by: the largest that keeps both of the plan's minimum sizes
+[[nodiscard]] constexpr std::size_t shrink_factor(const decode_plan& plan) noexcept {
+  const std::size_t across = shrink_factor(plan.window.width, plan.min_width);
+  const std::size_t down = shrink_factor(plan.window.height, plan.min_height);
+  return across < down ? across : down;
 }
 
 }  // namespace crema

@@ -391,7 +391,7 @@ class image_transform {
     }
   }
 
-  [[nodiscard]] decode_plan plan_of(const image_geometry& chosen) const noexcept {
+  [[nodiscard]] static decode_plan plan_of(const image_geometry& chosen) noexcept {
     // Decoded smaller only while the box keeps at least the output's size.
     const auto least = [](std::size_t out, std::size_t window, double box) {
       return static_cast<std::size_t>(
@@ -402,11 +402,15 @@ class image_transform {
   }
 
   // Resize(resize) + CenterCrop as a box of the original image: the pixels of the centre crop
-  // of the resized image are made from that box, by the same weights. The window holds the box
-  // and the filter's reach around it, where the image has pixels (Pillow's taps reach into the
-  // image beyond the box), and a margin for a window decoded at 1/8.
-  static image_geometry center_geometry(std::size_t height, std::size_t width,
-                                        const resize_center_crop& eval) {
+  // of the resized image are made from that box, by the same weights. Pillow's taps reach into
+  // the image beyond the box, so the window holds the box and their reach, where the image has
+  // pixels: the first output's centre is half a step inside the box and its taps reach half a
+  // step (its support) back from there, so 0.5 steps past the box, and the region decoded at
+  // 1/s starts up to a decoded pixel early and its taps round by one more: 0.5 step + 1.5 s + 1
+  // pixels on each side. The factor s is the one the decoder will pick for the window, which
+  // grows with the margin: the smallest margin whose window it decodes at s or less.
+  [[nodiscard]] image_geometry center_geometry(std::size_t height, std::size_t width,
+                                               const resize_center_crop& eval) const {
     std::size_t new_height = 0;
     std::size_t new_width = 0;
     if (width <= height) {
@@ -430,16 +434,24 @@ class image_transform {
                            crop_start(new_width, eval.crop_width) * scale_x,
                            static_cast<double>(eval.crop_height) * scale_y,
                            static_cast<double>(eval.crop_width) * scale_x};
-    const auto reach = [](double box_start, double box_size, double scale, std::size_t size) {
-      const double margin = std::ceil(std::max(scale, 1.0)) + 8.0;
+    const auto reach = [](double box_start, double box_size, double step, double factor,
+                          std::size_t size) {
+      const double margin = std::ceil(0.5 * step + 1.5 * factor) + 1.0;
       const double low = std::max(0.0, std::floor(box_start - margin));
       const double high =
           std::min(static_cast<double>(size), std::ceil(box_start + box_size + margin));
       return std::pair{static_cast<std::size_t>(low), static_cast<std::size_t>(high - low)};
     };
-    const auto [top, rows] = reach(box.top, box.height, scale_y, height);
-    const auto [left, columns] = reach(box.left, box.width, scale_x, width);
-    return {{top, left, rows, columns}, box, eval.crop_height, eval.crop_width};
+    image_geometry chosen;
+    for (std::size_t factor = 1;; factor *= 2) {
+      const double f = static_cast<double>(factor);
+      const auto [top, rows] = reach(box.top, box.height, scale_y, f, height);
+      const auto [left, columns] = reach(box.left, box.width, scale_x, f, width);
+      chosen = {{top, left, rows, columns}, box, eval.crop_height, eval.crop_width};
+      if (factor == 8 || !options_.decode.dct_scaling || shrink_factor(plan_of(chosen)) <= factor) {
+        return chosen;
+      }
+    }
   }
 
   // The resampler's rows come channel by channel, already mirrored.
