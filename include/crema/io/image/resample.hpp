@@ -387,7 +387,6 @@ class band_resampler {
     const std::int32_t* weights = vertical_.weights.data() + row * vertical_.taps_per_output;
     const std::int32_t half = std::int32_t{1} << (detail::resample_axis::precision_bits - 1);
     const std::uint8_t* rows = kept_.data() + first * row_bytes_;
-    std::size_t i = 0;
     // The pairs' weights as the multiply-adds take them, made once for the row.
     for (std::size_t tap = 0; tap < taps; tap += 2) {
       const auto lower = static_cast<std::uint32_t>(weights[tap]);
@@ -398,6 +397,7 @@ class band_resampler {
       pair_weights_[tap + 1] =
           static_cast<std::int32_t>((lower & low_mask) | ((upper & low_mask) << 16));
     }
+    std::size_t i = 0;
     for (; i + 16 <= values; i += 16) {
       __m256i high_first = _mm256_setzero_si256();   // values 0-3 and 8-11
       __m256i high_second = _mm256_setzero_si256();  // values 4-7 and 12-15
