@@ -55,7 +55,9 @@ struct pixel_rows {
   std::size_t count = 0;               ///< rows
 
   /// @return row `i` of the band (0 for the first)
-  [[nodiscard]] const std::uint8_t* row(std::size_t i) const noexcept { return data + i * stride; }
+  [[nodiscard]] const std::uint8_t* row(std::size_t i) const noexcept {
+    return data + i * stride;
+  }
 };
 
 /// @return the largest of 1, 2, 4, 8 that shrinks `size` pixels to no fewer than `least`

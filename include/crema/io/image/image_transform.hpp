@@ -404,11 +404,12 @@ class image_transform {
   // Resize(resize) + CenterCrop as a box of the original image: the pixels of the centre crop
   // of the resized image are made from that box, by the same weights. Pillow's taps reach into
   // the image beyond the box, so the window holds the box and their reach, where the image has
-  // pixels: the first output's centre is half a step inside the box and its taps reach half a
-  // step (its support) back from there, so 0.5 steps past the box, and the region decoded at
-  // 1/s starts up to a decoded pixel early and its taps round by one more: 0.5 step + 1.5 s + 1
-  // pixels on each side. The factor s is the one the decoder will pick for the window, which
-  // grows with the margin: the smallest margin whose window it decodes at s or less.
+  // pixels: an outer output's centre lies half a step inside the box and its taps reach one step
+  // (the filter's support) from there, so half a step past the box, and half a decoded pixel
+  // more when the window is decoded at 1/s. The margin is 0.5 step + 1.5 s + 1 pixels on each
+  // side: that, a decoded pixel and one more to spare for the box's rounding. The factor s is
+  // the one the decoder will pick for the window, which grows with the margin: the smallest
+  // margin whose window it decodes at s or finer.
   [[nodiscard]] image_geometry center_geometry(std::size_t height, std::size_t width,
                                                const resize_center_crop& eval) const {
     std::size_t new_height = 0;

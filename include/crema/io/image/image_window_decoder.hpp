@@ -94,8 +94,7 @@ class image_window_decoder {
   template <window_sink Sink>
   void decode(std::span<const std::byte> bytes, const decode_plan& plan, std::string_view key,
               Sink& sink) {
-    decode(
-        bytes, key, [&](const image_info&) { return plan; }, sink);
+    decode(bytes, key, [&](const image_info&) { return plan; }, sink);
   }
 
   /// @brief Reads the header, asks `plan_for(info)` for the plan (the header is read once), then
@@ -165,7 +164,8 @@ class image_window_decoder {
     detail::fail<format_error>("image {}: JPEG {}: {}", key, what, why);
   }
 
-  void read_jpeg_header(jpeg_state& state, std::span<const std::byte> bytes, std::string_view key) {
+  void read_jpeg_header(jpeg_state& state, std::span<const std::byte> bytes,
+                        std::string_view key) {
     state.errors.message[0] = '\0';
     if (!detail::libjpeg_read_header(state.info, state.errors,
                                      reinterpret_cast<const unsigned char*>(bytes.data()),
@@ -207,7 +207,8 @@ class image_window_decoder {
 
   // The header is read; the guard of the caller ends the decompression.
   template <class Sink>
-  void decode_jpeg(jpeg_state& state, const decode_plan& plan, std::string_view key, Sink& sink) {
+  void decode_jpeg(jpeg_state& state, const decode_plan& plan, std::string_view key,
+                   Sink& sink) {
     jpeg_decompress_struct& info = state.info;
     check_window(plan, info.image_height, info.image_width, key);
     const pixel_window& window = plan.window;
@@ -231,8 +232,8 @@ class image_window_decoder {
     const std::size_t x1 =
         std::min<std::size_t>((window.left + window.width + scale - 1) / scale, info.output_width);
     const std::size_t y0 = window.top / scale;
-    const std::size_t y1 =
-        std::min<std::size_t>((window.top + window.height + scale - 1) / scale, info.output_height);
+    const std::size_t y1 = std::min<std::size_t>((window.top + window.height + scale - 1) / scale,
+                                                 info.output_height);
     // Fancy upsampling (4:2:2, 4:2:0) blends each pixel with the next chroma sample, which a
     // region's edge column lacks: decoded there, the window's edge columns would differ from a
     // whole-image decode. So the region reaches past the window by a chroma sample and more on
@@ -263,12 +264,13 @@ class image_window_decoder {
     const std::size_t region_width = x1 - x0;
     if (cmyk) grow(converted_, region_width * channels * band);
 
-    sink.start(decoded_window{
-        channels, y1 - y0, region_width, scale,
-        static_cast<double>(window.top) / static_cast<double>(scale) - static_cast<double>(y0),
-        static_cast<double>(window.left) / static_cast<double>(scale) - static_cast<double>(x0),
-        static_cast<double>(window.height) / static_cast<double>(scale),
-        static_cast<double>(window.width) / static_cast<double>(scale)});
+    sink.start(decoded_window{channels, y1 - y0, region_width, scale,
+                              static_cast<double>(window.top) / static_cast<double>(scale) -
+                                  static_cast<double>(y0),
+                              static_cast<double>(window.left) / static_cast<double>(scale) -
+                                  static_cast<double>(x0),
+                              static_cast<double>(window.height) / static_cast<double>(scale),
+                              static_cast<double>(window.width) / static_cast<double>(scale)});
     for (std::size_t row = y0; row < y1;) {
       const std::size_t want = std::min(band, y1 - row);
       std::size_t got = 0;
@@ -317,7 +319,7 @@ class image_window_decoder {
 
   window_decode_options options_;
   std::unique_ptr<jpeg_state> jpeg_;
-  image_decoder png_;                    // PNG, decoded whole (and JPEG headers it is asked for)
+  image_decoder png_;  // PNG, decoded whole (and JPEG headers it is asked for)
   std::vector<std::uint8_t> band_;       // rows as libjpeg writes them (whole iMCU columns)
   std::vector<std::uint8_t> converted_;  // CMYK bands, converted
   std::vector<JSAMPROW> row_pointers_;
