@@ -1,5 +1,7 @@
 #pragma once
 
+#include <crema/core/detail/host_device.hpp>
+
 #include <thrust/execution_policy.h>
 #include <thrust/functional.h>
 #include <thrust/transform.h>
@@ -10,12 +12,6 @@
 /// The element-wise work of the CUDA reducer, through Thrust and an execution policy: on the
 /// device `thrust::cuda::par.on(stream)`; in a CPU test `thrust::cpp::par` (built with g++ and
 /// THRUST_DEVICE_SYSTEM_CPP), so the same code is checked without a GPU.
-
-#if defined(__CUDACC__)
-#define CREMA_HOST_DEVICE __host__ __device__
-#else
-#define CREMA_HOST_DEVICE
-#endif
 
 namespace crema::cuda::detail {
 

@@ -216,6 +216,13 @@ struct resample_axis {
   }
 };
 
+// Whether resampling the box [start, start + extent) of `size` pixels to `out` pixels changes
+// the values: Pillow skips a pass that does not.
+[[nodiscard]] inline bool pass_changes(std::size_t size, double start, double extent,
+                                       std::size_t out) noexcept {
+  return out != size || start != 0 || extent != static_cast<double>(size);
+}
+
 [[nodiscard]] inline std::uint8_t clip8(std::int32_t value) noexcept {
   constexpr int bits = resample_axis::precision_bits;
   if (value >= (std::int32_t{1} << bits << 8)) return 255;
@@ -247,10 +254,8 @@ class band_resampler {
     out_height_ = out_height;
     out_width_ = out_width;
     // As Pillow: a pass is skipped where it would leave the values as they are.
-    need_horizontal_ =
-        out_width != width || box.left != 0 || box.width != static_cast<double>(width);
-    need_vertical_ =
-        out_height != height || box.top != 0 || box.height != static_cast<double>(height);
+    need_horizontal_ = detail::pass_changes(width, box.left, box.width, out_width);
+    need_vertical_ = detail::pass_changes(height, box.top, box.height, out_height);
     vertical_.compute(height, box.top, box.top + box.height, out_height);
     pair_weights_.resize(vertical_.taps_per_output + 1);
     isa_ = detail::resample_rows().load(std::memory_order_relaxed);
