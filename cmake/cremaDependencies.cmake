@@ -15,6 +15,10 @@
 #   crema_find_cuda()             CUDA::cudart, crema::cccl  FindCUDAToolkit
 #   crema_find_nccl()             crema::nccl_library      nccl.h and libnccl beside the toolkit
 #   crema_find_mpi()              MPI::MPI_CXX             FindMPI (the C API)
+#   crema_find_nvjpeg()           crema::nvjpeg_library    nvjpeg.h and libnvjpeg in the toolkit,
+#                                 else under CREMA_NVJPEG_ROOT (a CMake or environment variable)
+#                                 or /opt/nvjpeg-wheel/nvidia/cu13 (PyPI's nvidia-nvjpeg wheel,
+#                                 which tools/install-deps.sh puts there); needs cuda and image
 
 include_guard(GLOBAL)
 
@@ -140,5 +144,32 @@ macro(crema_find_mpi)
     set(crema_mpi_FOUND TRUE)
   else()
     set(crema_mpi_FOUND FALSE)
+  endif()
+endmacro()
+
+# nvJPEG: in the CUDA toolkit where it was installed with it; else the nvidia-nvjpeg wheel's
+# header and library (its library has no unversioned link, so it is looked for by file name).
+macro(crema_find_nvjpeg)
+  crema_find_cuda()
+  crema_find_image()
+  set(crema_nvjpeg_FOUND FALSE)
+  if(crema_cuda_FOUND AND crema_image_FOUND)
+    if(TARGET crema::nvjpeg_library)
+      set(crema_nvjpeg_FOUND TRUE)
+    else()
+      set(crema_nvjpeg_hints ${CREMA_NVJPEG_ROOT} $ENV{CREMA_NVJPEG_ROOT} /opt/nvjpeg-wheel/nvidia/cu13)
+      find_path(crema_NVJPEG_INCLUDE_DIR nvjpeg.h
+        HINTS ${CUDAToolkit_INCLUDE_DIRS} ${crema_nvjpeg_hints} PATH_SUFFIXES include)
+      find_library(crema_NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.13
+        HINTS ${CUDAToolkit_LIBRARY_DIR} ${crema_nvjpeg_hints} PATH_SUFFIXES lib lib64)
+      if(crema_NVJPEG_INCLUDE_DIR AND crema_NVJPEG_LIBRARY)
+        add_library(crema::nvjpeg_library UNKNOWN IMPORTED)
+        set_target_properties(crema::nvjpeg_library PROPERTIES
+          IMPORTED_LOCATION "${crema_NVJPEG_LIBRARY}"
+          INTERFACE_INCLUDE_DIRECTORIES "${crema_NVJPEG_INCLUDE_DIR}")
+        set(crema_nvjpeg_FOUND TRUE)
+      endif()
+      unset(crema_nvjpeg_hints)
+    endif()
   endif()
 endmacro()

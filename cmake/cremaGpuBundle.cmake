@@ -20,6 +20,10 @@ endif()
 
 set(crema_bundle_dir "${PROJECT_BINARY_DIR}/bundle")
 set(crema_bundle_tests crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests)
+if(TARGET crema_nvjpeg_tests)  # where nvJPEG is found; the bundle carries its library
+  list(APPEND crema_bundle_tests crema_nvjpeg_tests)
+  get_filename_component(crema_bundle_search "${crema_NVJPEG_LIBRARY}" DIRECTORY)
+endif()
 set(crema_bundle_programs ${crema_bundle_tests} crema-gpu-info crema-gpu-bench-synced_buffer
     crema-gpu-bench-device_batches)
 foreach(optional IN ITEMS crema-gpu-bench-data_layer crema-cuda-demo)  # where LMDB is found
@@ -41,6 +45,7 @@ add_custom_target(crema_gpu_bundle ALL
           "-Dprograms=$<JOIN:${bundle_files},|>"
           "-Dbundle=${crema_bundle_dir}"
           "-Dsource=${PROJECT_SOURCE_DIR}"
+          "-Dsearch=${crema_bundle_search}"
           "-Dgit=${crema_git}"
           "-Dcxx=${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}"
           "-Dcuda=${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}"

@@ -121,3 +121,13 @@ if(crema_nccl_enabled)
     DESCRIPTION "crema: the NCCL reducer" REQUIRES crema-cuda
     CFLAGS ${nccl_cflags} LIBS "-L${nccl_library_dir}" -lnccl)
 endif()
+
+if(crema_nvjpeg_enabled)
+  # The wheel's library has no unversioned link: named by its file (-l:libnvjpeg.so.13).
+  get_filename_component(nvjpeg_library_dir "${crema_NVJPEG_LIBRARY}" DIRECTORY)
+  get_filename_component(nvjpeg_library_name "${crema_NVJPEG_LIBRARY}" NAME)
+  crema_pkgconfig_include_flags(nvjpeg_cflags "${crema_NVJPEG_INCLUDE_DIR}")
+  crema_pkgconfig_write(crema-nvjpeg NAME crema-nvjpeg
+    DESCRIPTION "crema: JPEG decoded on the GPU (nvJPEG)" REQUIRES crema-cuda crema-image
+    CFLAGS ${nvjpeg_cflags} LIBS "-L${nvjpeg_library_dir}" "-l:${nvjpeg_library_name}")
+endif()

@@ -3,6 +3,8 @@
 # (python3-pil: the image tests compare crema's resampling with Pillow's).
 # Idempotent and quiet when everything is there. Run as root (or with sudo) on Debian 12.
 # Given package names, installs those instead (what a benchmark driver needs beyond them).
+# Where a CUDA toolkit without nvJPEG is installed, also puts PyPI's nvidia-nvjpeg wheel (its
+# header and library) in /opt/nvjpeg-wheel, where CMake looks for it (crema::nvjpeg).
 #   tools/install-deps.sh [PACKAGE...]
 set -euo pipefail
 
@@ -27,4 +29,14 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+# nvJPEG for crema::nvjpeg: the toolkit's own where it has one, else the wheel's.
+nvjpeg_wheel=/opt/nvjpeg-wheel
+if (($# == 0)) && [[ -x /usr/local/cuda/bin/nvcc ]] && [[ ! -e /usr/local/cuda/include/nvjpeg.h ]] &&
+   [[ ! -e ${nvjpeg_wheel}/nvidia/cu13/include/nvjpeg.h ]]; then
+  echo "install-deps: installing nvidia-nvjpeg (PyPI) into ${nvjpeg_wheel}"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target "${nvjpeg_wheel}" "nvidia-nvjpeg>=13,<14" ||
+    echo "install-deps: nvidia-nvjpeg could not be installed; crema::nvjpeg will be off"
 fi

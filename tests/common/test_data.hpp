@@ -1,10 +1,12 @@
 #pragma once
 
-// The files of tests/data (CREMA_TEST_DATA_DIR, set by the build for the suites that use them).
+// The files of tests/data (CREMA_TEST_DATA_DIR, set by the build for the suites that use them;
+// the environment variable of that name overrides it, as the GPU bundle's run.sh sets it).
 
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,9 @@ namespace crema::test {
 
 /// @return the path of tests/data/`name`
 inline std::filesystem::path test_data(const char* name) {
+  if (const char* moved = std::getenv("CREMA_TEST_DATA_DIR"); moved != nullptr && *moved != 0) {
+    return std::filesystem::path(moved) / name;
+  }
   return std::filesystem::path(CREMA_TEST_DATA_DIR) / name;
 }
 

@@ -18,6 +18,9 @@
 #if defined(CREMA_USES_NCCL)
 #include <crema/collective/nccl/nccl_reducer.hpp>
 #endif
+#if defined(CREMA_USES_NVJPEG)
+#include <crema/io/nvjpeg/nvjpeg_try.hpp>
+#endif
 
 #include <fmt/core.h>
 
@@ -70,6 +73,13 @@ int main() {
   {
     int version = 0;
     check(ncclGetVersion(&version) == ncclSuccess && version > 0, "nccl linked");
+  }
+#endif
+#if defined(CREMA_USES_NVJPEG)
+  {
+    int major = 0;
+    check(nvjpegGetProperty(MAJOR_VERSION, &major) == NVJPEG_STATUS_SUCCESS && major > 0,
+          "nvjpeg linked");
   }
 #endif
   return failures == 0 ? 0 : 1;

@@ -109,6 +109,11 @@ gpu=""
 # skip allowed is the test of the path without a device.
 tests=(crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests)
 gpu_tests=(crema_cuda_tests crema_cuda_kernel_tests)
+if [[ -x $here/bin/crema_nvjpeg_tests ]]; then  # built where nvJPEG was found
+  tests+=(crema_nvjpeg_tests)
+  gpu_tests+=(crema_nvjpeg_tests)
+fi
+export CREMA_TEST_DATA_DIR=$here/data  # the photographs the nvJPEG tests decode
 passed=0
 failed=0
 skipped=0
