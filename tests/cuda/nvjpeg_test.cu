@@ -157,10 +157,3 @@ TEST_CASE("a JPEG cut short is an error naming it, and the decoder goes on after
   in.images.erase(in.images.begin() + 1);
   CHECK_NOTHROW(decode_on_gpu<float>(decoder, in));
 }
-
-TEST_CASE("colour jitter is refused: it is not done on the GPU") {
-  crema::image_transform_options options;
-  options.jitter.brightness = 0.4F;
-  CHECK_THROWS_WITH_AS(crema::cuda::nvjpeg_batch_decoder{options},
-                       doctest::Contains("colour jitter"), crema::config_error);
-}

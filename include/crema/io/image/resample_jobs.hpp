@@ -250,30 +250,54 @@ class resample_jobs {
   detail::resample_axis axis_;
 };
 
-/// @brief Runs a batch's jobs on the host, value by value, with the functions a kernel runs:
+/// @brief Everything one batch's resampling reads and writes, as pointers (on the device for
+/// the kernels, on the host for `run_on_host`).
+template <class T>
+struct resample_launch {
+  const resample_job* jobs = nullptr;
+  const std::int32_t* table = nullptr;
+  std::int32_t count = 0;           ///< jobs
+  std::int32_t most_kept_rows = 0;  ///< `resample_jobs::most_kept_rows()`
+  std::int32_t most_out_rows = 0;   ///< `resample_jobs::most_out_rows()`
+  resample_output format;
+  const std::uint8_t* decoded = nullptr;  ///< the decoded windows (the jobs' `source` offsets)
+  std::uint8_t* kept = nullptr;           ///< `resample_jobs::kept_bytes()` bytes
+  T* out = nullptr;                       ///< the batch's output (the jobs' `output` offsets)
+};
+
+/// @brief Runs a launch's jobs on the host, value by value, with the functions a kernel runs:
 /// the CPU twin of the GPU's resampling (for tests, and for checking a device's output).
+template <class T>
+void run_on_host(const resample_launch<T>& launch) {
+  for (std::int32_t j = 0; j < launch.count; ++j) {
+    const resample_job& job = launch.jobs[j];
+    const std::int32_t values = job.kept_width * job.channels;
+    for (std::int32_t row = 0; row < job.kept_rows; ++row) {
+      for (std::int32_t i = 0; i < values; ++i) {
+        launch.kept[job.kept + static_cast<std::uint64_t>(row) * values + i] =
+            across_value(job, launch.table, launch.decoded, row, i);
+      }
+    }
+    const std::int32_t out_values = job.out_width * job.channels;
+    for (std::int32_t row = 0; row < job.out_height; ++row) {
+      for (std::int32_t i = 0; i < out_values; ++i) {
+        write_value(job, launch.format, launch.out, row, i,
+                    down_value(job, launch.table, launch.kept, row, i));
+      }
+    }
+  }
+}
+
+/// @brief `run_on_host` over jobs made here.
 /// @param decoded the decode buffer the jobs' `source` offsets point into
 /// @param kept    `jobs.kept_bytes()` bytes for the horizontal pass
 /// @param out     the batch's output (the jobs' `output` offsets)
 template <class T>
 void run_resample_jobs(const resample_jobs& jobs, const resample_output& format,
                        const std::uint8_t* decoded, std::uint8_t* kept, T* out) {
-  const std::int32_t* table = jobs.table().data();
-  for (const resample_job& job : jobs.jobs()) {
-    const std::int32_t values = job.kept_width * job.channels;
-    for (std::int32_t row = 0; row < job.kept_rows; ++row) {
-      for (std::int32_t i = 0; i < values; ++i) {
-        kept[job.kept + static_cast<std::uint64_t>(row) * values + i] =
-            across_value(job, table, decoded, row, i);
-      }
-    }
-    const std::int32_t out_values = job.out_width * job.channels;
-    for (std::int32_t row = 0; row < job.out_height; ++row) {
-      for (std::int32_t i = 0; i < out_values; ++i) {
-        write_value(job, format, out, row, i, down_value(job, table, kept, row, i));
-      }
-    }
-  }
+  run_on_host(resample_launch<T>{
+      jobs.jobs().data(), jobs.table().data(), static_cast<std::int32_t>(jobs.jobs().size()),
+      jobs.most_kept_rows(), jobs.most_out_rows(), format, decoded, kept, out});
 }
 
 }  // namespace crema

@@ -48,28 +48,29 @@ __global__ void resample_down_kernel(const resample_job* jobs, const std::int32_
 
 }  // namespace detail
 
-/// @brief Queues both passes of `count` jobs on `stream`.
-/// @param jobs, table  the jobs and their table on the device (`resample_jobs::write_block`'s
-///                     block, uploaded)
-/// @param most_kept_rows, most_out_rows  `resample_jobs::most_kept_rows()`, `most_out_rows()`
-/// @param decoded      the decoded windows (the jobs' `source` offsets)
-/// @param kept         `resample_jobs::kept_bytes()` bytes for the horizontal pass
-/// @param out          the batch's output (the jobs' `output` offsets)
+/// @brief Queues both passes of a batch's jobs on `stream` (every pointer on the device).
 /// @throws crema::cuda_error if a launch fails
 template <class T>
-void launch_resample_jobs(const resample_job* jobs, const std::int32_t* table, std::int32_t count,
-                          std::int32_t most_kept_rows, std::int32_t most_out_rows,
-                          const resample_output& format, const std::uint8_t* decoded,
-                          std::uint8_t* kept, T* out, cudaStream_t stream) {
-  if (count == 0) return;
+void launch_resample_jobs(const resample_launch<T>& launch, cudaStream_t stream) {
+  if (launch.count == 0) return;
   constexpr unsigned threads = 256;
-  const dim3 across(static_cast<unsigned>(most_kept_rows), static_cast<unsigned>(count));
+  const dim3 across(static_cast<unsigned>(launch.most_kept_rows),
+                    static_cast<unsigned>(launch.count));
   detail::resample_across_kernel<std::uint8_t>
-      <<<across, threads, 0, stream>>>(jobs, table, decoded, kept);
+      <<<across, threads, 0, stream>>>(launch.jobs, launch.table, launch.decoded, launch.kept);
   CREMA_CUDA_TRY(cudaGetLastError());
-  const dim3 down(static_cast<unsigned>(most_out_rows), static_cast<unsigned>(count));
-  detail::resample_down_kernel<T><<<down, threads, 0, stream>>>(jobs, table, kept, format, out);
+  const dim3 down(static_cast<unsigned>(launch.most_out_rows), static_cast<unsigned>(launch.count));
+  detail::resample_down_kernel<T><<<down, threads, 0, stream>>>(
+      launch.jobs, launch.table, launch.kept, launch.format, launch.out);
   CREMA_CUDA_TRY(cudaGetLastError());
 }
+
+/// @brief The resampling policy of `nvjpeg_batch_decoder`: the kernels above.
+struct kernel_resampler {
+  template <class T>
+  void operator()(const resample_launch<T>& launch, cudaStream_t stream) const {
+    launch_resample_jobs(launch, stream);
+  }
+};
 
 }  // namespace crema::cuda

@@ -1,0 +1,326 @@
+// The fake nvJPEG (fake_nvjpeg.hpp): nvjpeg.h's own declarations, so that a change of signature
+// fails to compile, implemented with TurboJPEG. "Device" memory is the counting runtime's, which
+// is host memory: a decode writes the region of interest straight into the destination.
+
+#include "fake_nvjpeg.hpp"
+
+#include <nvjpeg.h>
+#include <turbojpeg.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace crema::test::fake_nvjpeg {
+namespace {
+
+std::mutex settings_lock;
+behaviour settings;
+std::atomic<std::size_t> batched_images{0};
+std::atomic<std::size_t> hybrid_images{0};
+std::atomic<std::size_t> alive{0};
+
+behaviour current() {
+  const std::lock_guard lock(settings_lock);
+  return settings;
+}
+
+template <class T, class... Args>
+T* make(Args&&... args) {
+  alive.fetch_add(1, std::memory_order_relaxed);
+  return new T{std::forward<Args>(args)...};
+}
+
+template <class T>
+nvjpegStatus_t destroy(T* object) {
+  if (object == nullptr) return NVJPEG_STATUS_INVALID_PARAMETER;
+  alive.fetch_sub(1, std::memory_order_relaxed);
+  delete object;
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+void set(const behaviour& how) noexcept {
+  const std::lock_guard lock(settings_lock);
+  settings = how;
+}
+
+decoded counts() noexcept { return {batched_images.load(), hybrid_images.load()}; }
+
+std::size_t live_objects() noexcept { return alive.load(); }
+
+}  // namespace crema::test::fake_nvjpeg
+
+namespace fake = crema::test::fake_nvjpeg;
+
+struct nvjpegHandle {
+  bool hardware = false;
+  fake::behaviour how;
+};
+struct nvjpegJpegStream {
+  const unsigned char* data = nullptr;
+  std::size_t size = 0;
+  int width = 0;
+  int height = 0;
+  int components = 0;
+};
+struct nvjpegDecodeParams {
+  nvjpegOutputFormat_t format = NVJPEG_OUTPUT_UNCHANGED;
+  int left = 0;
+  int top = 0;
+  int width = -1;
+  int height = -1;
+};
+struct nvjpegJpegDecoder {};
+struct nvjpegBufferPinned {};
+struct nvjpegBufferDevice {};
+struct nvjpegJpegState {
+  std::vector<unsigned char> window;  // the host phase's result, for the device phase
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  int batch_size = 0;
+  bool decoded = false;
+};
+
+namespace {
+
+int pixel_format(nvjpegOutputFormat_t format) {
+  switch (format) {
+    case NVJPEG_OUTPUT_RGBI:
+      return TJPF_RGB;
+    case NVJPEG_OUTPUT_BGRI:
+      return TJPF_BGR;
+    case NVJPEG_OUTPUT_Y:
+      return TJPF_GRAY;
+    default:
+      return -1;
+  }
+}
+
+// Decodes the whole image and keeps the parameters' region, interleaved, rows `pitch` apart.
+nvjpegStatus_t decode_region(const nvjpegJpegStream& stream, const nvjpegDecodeParams& params,
+                             unsigned char* to, std::size_t pitch) {
+  const int format = pixel_format(params.format);
+  if (format < 0 || to == nullptr) return NVJPEG_STATUS_INVALID_PARAMETER;
+  const int width = params.width < 0 ? stream.width : params.width;
+  const int height = params.height < 0 ? stream.height : params.height;
+  if (params.left < 0 || params.top < 0 || params.left + width > stream.width ||
+      params.top + height > stream.height) {
+    return NVJPEG_STATUS_INVALID_PARAMETER;
+  }
+  const int channels = tjPixelSize[format];
+  std::vector<unsigned char> whole(static_cast<std::size_t>(stream.width) * stream.height *
+                                   channels);
+  tjhandle handle = tjInitDecompress();
+  const int status =
+      tjDecompress2(handle, stream.data, static_cast<unsigned long>(stream.size), whole.data(),
+                    stream.width, 0, stream.height, format, TJFLAG_STOPONWARNING);
+  tjDestroy(handle);
+  if (status != 0) return NVJPEG_STATUS_BAD_JPEG;
+  for (int y = 0; y < height; ++y) {
+    std::memcpy(
+        to + static_cast<std::size_t>(y) * pitch,
+        whole.data() +
+            (static_cast<std::size_t>(params.top + y) * stream.width + params.left) * channels,
+        static_cast<std::size_t>(width) * channels);
+  }
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvjpegStatus_t NVJPEGAPI nvjpegCreateEx(nvjpegBackend_t backend, nvjpegDevAllocator_t*,
+                                        nvjpegPinnedAllocator_t*, unsigned int,
+                                        nvjpegHandle_t* handle) {
+  const fake::behaviour how = fake::current();
+  if (backend == NVJPEG_BACKEND_HARDWARE && !how.hardware_engine) {
+    return NVJPEG_STATUS_ARCH_MISMATCH;
+  }
+  *handle = fake::make<nvjpegHandle>(backend == NVJPEG_BACKEND_HARDWARE, how);
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDestroy(nvjpegHandle_t handle) { return fake::destroy(handle); }
+nvjpegStatus_t NVJPEGAPI nvjpegGetProperty(libraryPropertyType type, int* value) {
+  *value = type == MAJOR_VERSION ? 13 : 0;
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStateCreate(nvjpegHandle_t, nvjpegJpegState_t* state) {
+  *state = fake::make<nvjpegJpegState>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStateDestroy(nvjpegJpegState_t state) {
+  return fake::destroy(state);
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderCreate(nvjpegHandle_t, nvjpegBackend_t,
+                                             nvjpegJpegDecoder_t* decoder) {
+  *decoder = fake::make<nvjpegJpegDecoder>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderDestroy(nvjpegJpegDecoder_t decoder) {
+  return fake::destroy(decoder);
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderStateCreate(nvjpegHandle_t, nvjpegJpegDecoder_t,
+                                                  nvjpegJpegState_t* state) {
+  *state = fake::make<nvjpegJpegState>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegBufferPinnedCreate(nvjpegHandle_t, nvjpegPinnedAllocator_t*,
+                                                  nvjpegBufferPinned_t* buffer) {
+  *buffer = fake::make<nvjpegBufferPinned>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegBufferPinnedDestroy(nvjpegBufferPinned_t buffer) {
+  return fake::destroy(buffer);
+}
+nvjpegStatus_t NVJPEGAPI nvjpegBufferDeviceCreate(nvjpegHandle_t, nvjpegDevAllocator_t*,
+                                                  nvjpegBufferDevice_t* buffer) {
+  *buffer = fake::make<nvjpegBufferDevice>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegBufferDeviceDestroy(nvjpegBufferDevice_t buffer) {
+  return fake::destroy(buffer);
+}
+nvjpegStatus_t NVJPEGAPI nvjpegStateAttachPinnedBuffer(nvjpegJpegState_t state,
+                                                       nvjpegBufferPinned_t buffer) {
+  return state != nullptr && buffer != nullptr ? NVJPEG_STATUS_SUCCESS
+                                               : NVJPEG_STATUS_INVALID_PARAMETER;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegStateAttachDeviceBuffer(nvjpegJpegState_t state,
+                                                       nvjpegBufferDevice_t buffer) {
+  return state != nullptr && buffer != nullptr ? NVJPEG_STATUS_SUCCESS
+                                               : NVJPEG_STATUS_INVALID_PARAMETER;
+}
+
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamCreate(nvjpegHandle_t, nvjpegJpegStream_t* stream) {
+  *stream = fake::make<nvjpegJpegStream>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamDestroy(nvjpegJpegStream_t stream) {
+  return fake::destroy(stream);
+}
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamParse(nvjpegHandle_t, const unsigned char* data,
+                                               size_t length, int, int, nvjpegJpegStream_t stream) {
+  tjhandle handle = tjInitDecompress();
+  int width = 0;
+  int height = 0;
+  int subsampling = 0;
+  int colorspace = 0;
+  const int status = tjDecompressHeader3(handle, data, static_cast<unsigned long>(length), &width,
+                                         &height, &subsampling, &colorspace);
+  tjDestroy(handle);
+  if (status != 0) return NVJPEG_STATUS_BAD_JPEG;
+  stream->data = data;
+  stream->size = length;
+  stream->width = width;
+  stream->height = height;
+  stream->components = colorspace == TJCS_GRAY                                ? 1
+                       : (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) ? 4
+                                                                              : 3;
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamGetComponentsNum(nvjpegJpegStream_t stream,
+                                                          unsigned int* components) {
+  *components = static_cast<unsigned>(stream->components);
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeParamsCreate(nvjpegHandle_t, nvjpegDecodeParams_t* params) {
+  *params = fake::make<nvjpegDecodeParams>();
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeParamsDestroy(nvjpegDecodeParams_t params) {
+  return fake::destroy(params);
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeParamsSetOutputFormat(nvjpegDecodeParams_t params,
+                                                           nvjpegOutputFormat_t format) {
+  params->format = format;
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeParamsSetROI(nvjpegDecodeParams_t params, int left, int top,
+                                                  int width, int height) {
+  *params = {params->format, left, top, width, height};
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedSupportedEx(nvjpegHandle_t handle, nvjpegJpegStream_t,
+                                                        nvjpegDecodeParams_t, int* supported) {
+  *supported = handle->hardware && handle->how.engine_takes_images ? 0 : 1;
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderJpegSupported(nvjpegJpegDecoder_t, nvjpegJpegStream_t stream,
+                                                    nvjpegDecodeParams_t, int* supported) {
+  *supported = stream->components == 4 ? 1 : 0;
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle,
+                                                       nvjpegJpegState_t state, int batch_size, int,
+                                                       nvjpegOutputFormat_t) {
+  if (!handle->hardware || batch_size <= 0) return NVJPEG_STATUS_INVALID_PARAMETER;
+  state->batch_size = batch_size;
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpegState_t state,
+                                               const unsigned char* const* data,
+                                               const size_t* lengths, nvjpegImage_t* destinations,
+                                               nvjpegDecodeParams_t* params, cudaStream_t) {
+  if (!handle->hardware || state->batch_size <= 0) return NVJPEG_STATUS_INVALID_PARAMETER;
+  if (handle->how.batch_fails) return NVJPEG_STATUS_BAD_JPEG;
+  for (int i = 0; i < state->batch_size; ++i) {
+    nvjpegJpegStream stream;
+    if (nvjpegJpegStreamParse(handle, data[i], lengths[i], 0, 0, &stream) !=
+        NVJPEG_STATUS_SUCCESS) {
+      return NVJPEG_STATUS_BAD_JPEG;
+    }
+    const nvjpegStatus_t status =
+        decode_region(stream, *params[i], destinations[i].channel[0], destinations[i].pitch[0]);
+    if (status != NVJPEG_STATUS_SUCCESS) return status;
+  }
+  fake::batched_images += static_cast<std::size_t>(state->batch_size);
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegHost(nvjpegHandle_t, nvjpegJpegDecoder_t,
+                                              nvjpegJpegState_t state, nvjpegDecodeParams_t params,
+                                              nvjpegJpegStream_t stream) {
+  const int format = pixel_format(params->format);
+  if (format < 0) return NVJPEG_STATUS_INVALID_PARAMETER;
+  state->channels = tjPixelSize[format];
+  state->width = params->width < 0 ? stream->width : params->width;
+  state->height = params->height < 0 ? stream->height : params->height;
+  state->window.resize(static_cast<std::size_t>(state->width) * state->height * state->channels);
+  state->decoded = false;
+  const nvjpegStatus_t status =
+      decode_region(*stream, *params, state->window.data(),
+                    static_cast<std::size_t>(state->width) * state->channels);
+  state->decoded = status == NVJPEG_STATUS_SUCCESS;
+  return status;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegTransferToDevice(nvjpegHandle_t, nvjpegJpegDecoder_t,
+                                                          nvjpegJpegState_t state,
+                                                          nvjpegJpegStream_t, cudaStream_t) {
+  return state->decoded ? NVJPEG_STATUS_SUCCESS : NVJPEG_STATUS_INVALID_PARAMETER;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegDevice(nvjpegHandle_t, nvjpegJpegDecoder_t,
+                                                nvjpegJpegState_t state, nvjpegImage_t* destination,
+                                                cudaStream_t) {
+  if (!state->decoded || destination->channel[0] == nullptr) {
+    return NVJPEG_STATUS_INVALID_PARAMETER;
+  }
+  const std::size_t row = static_cast<std::size_t>(state->width) * state->channels;
+  for (int y = 0; y < state->height; ++y) {
+    std::memcpy(destination->channel[0] + y * destination->pitch[0], state->window.data() + y * row,
+                row);
+  }
+  ++fake::hybrid_images;
+  return NVJPEG_STATUS_SUCCESS;
+}
+
+}  // extern "C"

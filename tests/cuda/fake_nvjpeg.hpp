@@ -1,0 +1,33 @@
+#pragma once
+
+// An nvJPEG that decodes on the host: the calls nvjpeg_batch_decoder makes, implemented with
+// libjpeg-turbo (the CPU path's decoder, so the pixels are the CPU path's), for tests linked
+// with it and the counting CUDA runtime instead of libnvjpeg and libcudart: the decoder's whole
+// flow (planning, the hardware batch and the GPU-assisted path, the CPU fallback, errors) runs
+// without a GPU. Its knobs say what the "GPU" has and does. fake_nvjpeg.cpp defines it.
+
+#include <cstddef>
+
+namespace crema::test::fake_nvjpeg {
+
+/// What the fake GPU does; the defaults: a hardware engine that takes every baseline image.
+struct behaviour {
+  bool hardware_engine = true;      ///< nvjpegCreateEx with the hardware backend succeeds
+  bool engine_takes_images = true;  ///< nvjpegDecodeBatchedSupportedEx says "supported"
+  bool batch_fails = false;         ///< nvjpegDecodeBatchedEx answers NVJPEG_STATUS_BAD_JPEG
+};
+
+/// Sets the behaviour (for the handles created after).
+void set(const behaviour& how) noexcept;
+
+/// Images decoded so far, by path.
+struct decoded {
+  std::size_t batched = 0;  ///< by nvjpegDecodeBatchedEx
+  std::size_t hybrid = 0;   ///< by nvjpegDecodeJpegDevice
+};
+decoded counts() noexcept;
+
+/// nvJPEG objects alive now (handles, states, streams, parameters, buffers, decoders).
+std::size_t live_objects() noexcept;
+
+}  // namespace crema::test::fake_nvjpeg
