@@ -7,12 +7,18 @@
 // destroyed.
 
 #include <crema/io/image/image_codec.hpp>
+#include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
+#include <crema/io/nvjpeg/nvjpeg_batcher.hpp>
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+#include <crema/pipeline/host_batch.hpp>
 
+#include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
 #include "counting_runtime.hpp"
 #include "fake_nvjpeg.hpp"
+#include "nvjpeg_test_data.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -20,11 +26,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
+using crema::test::batch_input;
+using crema::test::batches;
+using crema::test::epoch;
+using crema::test::make_folder;
+using crema::test::photographs;
 using crema::test::read_bytes;
 using crema::test::test_data;
 namespace counting = crema::test::counting_cuda;
@@ -38,40 +53,6 @@ struct host_resampler {
   }
 };
 using decoder = crema::cuda::basic_nvjpeg_batch_decoder<host_resampler>;
-
-struct batch_input {
-  std::vector<std::vector<std::byte>> files;
-  std::vector<std::string> keys;
-  std::vector<crema::cuda::encoded_image> images;
-
-  void add(std::vector<std::byte> bytes, std::string key, std::uint64_t seed) {
-    files.push_back(std::move(bytes));
-    keys.push_back(std::move(key));
-    rebuild(seed);
-  }
-  void rebuild(std::uint64_t seed) {
-    images.clear();
-    for (std::size_t i = 0; i < files.size(); ++i) {
-      images.push_back({files[i], crema::sample_rng(seed, 0, i), keys[i]});
-    }
-  }
-};
-
-// The photographs, `copies` times each, and the coffee photograph as a PNG (the CPU path's).
-batch_input photographs(std::size_t copies, std::uint64_t seed = 11) {
-  batch_input in;
-  const auto astronaut = read_bytes(test_data("astronaut.jpg"));
-  const auto coffee = read_bytes(test_data("coffee.jpg"));
-  for (std::size_t i = 0; i < copies; ++i) {
-    in.add(astronaut, fmt::format("astronaut-{}.jpg", i), seed);
-    in.add(coffee, fmt::format("coffee-{}.jpg", i), seed);
-  }
-  crema::image_decoder png_decoder({.channels = 3, .order = crema::channel_order::rgb});
-  std::vector<std::byte> png;
-  crema::encode_png(png_decoder.decode(coffee, "coffee.jpg"), png, crema::channel_order::rgb);
-  in.add(std::move(png), "coffee.png", seed);
-  return in;
-}
 
 // Each sample against image_transform's (decoded at full size) from the same generator.
 template <class T>
@@ -216,5 +197,65 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     crema::image_transform_options options;
     options.jitter.brightness = 0.4F;
     CHECK_THROWS_WITH_AS(decoder{options}, doctest::Contains("colour jitter"), crema::config_error);
+  }
+
+  TEST_CASE("a folder pipeline of GPU-decoded batches delivers the CPU pipeline's batches") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    crema::test::scratch_directory scratch("nvjpeg-folder");
+    make_folder(scratch.path());
+    crema::image_transform_options options = every_kind().front();
+    const std::size_t sample = crema::image_transform(options).shape().elements();
+    crema::image_transform_options cpu = options;
+    cpu.decode.dct_scaling = false;
+    const batches expected =
+        epoch(scratch.path(),
+              crema::image_batcher(crema::image_transform(cpu), crema::make_host_batch<float>{}), 1,
+              crema::test::read_host_batch(sample));
+    REQUIRE(expected.size() == 4);  // 16 images in batches of 4
+    for (const std::size_t producers : {1, 3}) {
+      CAPTURE(producers);
+      crema::cuda_stream compute;  // the consumer's
+      std::uint64_t consumer_waits = 0;
+      const batches got = epoch(
+          scratch.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), producers,
+          [&](auto& batch) {
+            const auto before = counting::this_thread();
+            const auto on_device = batch->device(compute);
+            consumer_waits += (counting::this_thread() - before)[counting::call::stream_wait_event];
+            // The counting runtime's device memory reads as host memory.
+            std::pair result(std::vector<float>(on_device.data.data(),
+                                                on_device.data.data() + on_device.data.size()),
+                             std::vector<float>(on_device.labels.data(),
+                                                on_device.labels.data() + on_device.labels.size()));
+            batch.release_after(compute.record());
+            return result;
+          });
+      CHECK(got == expected);
+      CHECK(consumer_waits == expected.size());
+    }
+  }
+
+  TEST_CASE("an nvjpeg_batcher stops its pipeline with an error naming a corrupt image") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-corrupt");
+    make_folder(scratch.path());
+    std::filesystem::resize_file(scratch.path() / "class2/3.jpg", 4000);
+    crema::image_folder_source source(scratch.path());
+    crema::double_buffered_pipeline pipe{
+        std::move(source),
+        crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
+        {.batch_size = 4, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
+    // The finishing step fails: the pipeline's error names the batch, its cause the image.
+    std::string cause;
+    try {
+      for (auto batch : pipe.consumer(0)) (void)batch->device();
+    } catch (const crema::pipeline_error& error) {
+      try {
+        std::rethrow_if_nested(error);
+      } catch (const crema::format_error& nested) {
+        cause = nested.what();
+      }
+    }
+    CHECK(cause.find("class2/3.jpg") != std::string::npos);
   }
 }

@@ -1,15 +1,20 @@
-// nvjpeg_batch_decoder on a real GPU (compiled and linked by nvcc in the cuda-compile preset,
-// run by the GPU bundle): a batch of photographs decoded by nvJPEG and resampled by the kernels,
-// against the CPU path's samples from the same generators (decoded at full size), within the
-// bound docs/datasets.md states for nvJPEG's IDCT and upsampling; a PNG goes through the CPU path
-// and must match exactly; a JPEG cut short is an error naming it. Without a GPU: skipped.
+// nvJPEG on a real GPU (compiled and linked by nvcc in the cuda-compile preset, run by the GPU
+// bundle): batches of photographs decoded by nvJPEG and resampled by the kernels, against the CPU
+// path's samples from the same generators (decoded at full size), within the bound
+// docs/datasets.md states for nvJPEG's IDCT and upsampling; the PNG goes through the CPU path and
+// must match exactly; a JPEG cut short is an error naming it; a folder pipeline of nvjpeg_batcher
+// batches against the CPU pipeline. nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in
+// every CI run. Without a GPU: skipped.
 
-#include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.cuh>
+#include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
+#include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/pipeline/host_batch.hpp>
 
 #include "common/cuda_skip.hpp"
-#include "common/test_data.hpp"
+#include "common/scratch_directory.hpp"
+#include "nvjpeg_test_data.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -26,53 +31,49 @@
 
 namespace {
 
-using crema::test::read_bytes;
-using crema::test::test_data;
-
-struct batch_input {
-  std::vector<std::vector<std::byte>> files;
-  std::vector<std::string> keys;
-  std::vector<crema::cuda::encoded_image> images;
-};
-
-// The two photographs several times, each with a sample generator of its own, and the coffee
-// photograph as a PNG.
-batch_input make_batch(std::size_t copies) {
-  batch_input in;
-  const auto astronaut = read_bytes(test_data("astronaut.jpg"));
-  const auto coffee = read_bytes(test_data("coffee.jpg"));
-  crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
-  std::vector<std::byte> png;
-  crema::encode_png(decoder.decode(coffee, "coffee.jpg"), png, crema::channel_order::rgb);
-  for (std::size_t i = 0; i < copies; ++i) {
-    in.files.push_back(astronaut);
-    in.keys.push_back(fmt::format("astronaut-{}.jpg", i));
-    in.files.push_back(coffee);
-    in.keys.push_back(fmt::format("coffee-{}.jpg", i));
-  }
-  in.files.push_back(png);
-  in.keys.push_back("coffee.png");
-  for (std::size_t i = 0; i < in.files.size(); ++i) {
-    in.images.push_back({in.files[i], crema::sample_rng(7, 0, i), in.keys[i]});
-  }
-  return in;
-}
+using crema::test::batch_input;
+using crema::test::photographs;
 
 template <class T>
 std::vector<T> decode_on_gpu(crema::cuda::nvjpeg_batch_decoder& decoder, const batch_input& in) {
   const std::size_t values = in.images.size() * decoder.shape().elements();
   T* device = nullptr;
   CREMA_CUDA_TRY(cudaMalloc(&device, values * sizeof(T)));
-  cudaStream_t stream = nullptr;
-  CREMA_CUDA_TRY(cudaStreamCreate(&stream));
-  decoder.decode<T>(in.images, device, stream);
-  CREMA_CUDA_TRY(cudaStreamSynchronize(stream));
   std::vector<T> host(values);
-  CREMA_CUDA_TRY(cudaMemcpy(host.data(), device, values * sizeof(T), cudaMemcpyDeviceToHost));
-  CREMA_CUDA_TRY(cudaStreamDestroy(stream));
+  crema::cuda_stream stream;
+  try {
+    decoder.decode<T>(in.images, device, stream.native_handle());
+    stream.synchronize();
+    CREMA_CUDA_TRY(cudaMemcpy(host.data(), device, values * sizeof(T), cudaMemcpyDeviceToHost));
+  } catch (...) {
+    stream.synchronize();
+    (void)cudaFree(device);
+    throw;
+  }
   CREMA_CUDA_TRY(cudaFree(device));
   return host;
 }
+
+// The bound docs/datasets.md states between nvJPEG's pixels and libjpeg-turbo's, in 8-bit levels
+// over a whole sample: the mean difference and the largest.
+struct difference {
+  double mean = 0;
+  int largest = 0;
+};
+template <class T>
+difference compare(const T* a, const T* b, std::size_t count, double scale) {
+  difference d;
+  double total = 0;
+  for (std::size_t v = 0; v < count; ++v) {
+    const int levels = static_cast<int>(std::lround(std::abs(double(a[v]) - double(b[v])) * scale));
+    total += levels;
+    d.largest = std::max(d.largest, levels);
+  }
+  d.mean = count == 0 ? 0 : total / double(count);
+  return d;
+}
+constexpr double bound_mean = 1.0;
+constexpr int bound_largest = 48;
 
 }  // namespace
 
@@ -89,7 +90,7 @@ TEST_CASE("nvJPEG decodes a batch's windows and the kernels give the CPU path's 
     options.layout = crema::pixel_layout::hwc;
     options.decode.dct_scaling = false;
     crema::cuda::nvjpeg_batch_decoder decoder(options);
-    const batch_input in = make_batch(4);
+    const batch_input in = photographs(4, 7);
     const std::vector<std::uint8_t> gpu = decode_on_gpu<std::uint8_t>(decoder, in);
     const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
     MESSAGE(fmt::format("{}: hardware engine {}: {} images on it, {} GPU-assisted, {} on the CPU",
@@ -103,21 +104,14 @@ TEST_CASE("nvJPEG decodes a batch's windows and the kernels give the CPU path's 
     std::vector<std::uint8_t> cpu(sample);
     for (std::size_t i = 0; i < in.images.size(); ++i) {
       transform(in.files[i], std::span(cpu), in.images[i].rng, in.keys[i]);
-      double total = 0;
-      int largest = 0;
-      for (std::size_t v = 0; v < sample; ++v) {
-        const int d = std::abs(int(cpu[v]) - int(gpu[i * sample + v]));
-        total += d;
-        largest = std::max(largest, d);
-      }
-      const double mean = total / double(sample);
-      MESSAGE(fmt::format("{}: mean difference {:.3f}, largest {}", in.keys[i], mean, largest));
+      const difference d = compare(cpu.data(), gpu.data() + i * sample, sample, 1.0);
+      MESSAGE(fmt::format("{}: mean difference {:.3f}, largest {}", in.keys[i], d.mean, d.largest));
       CAPTURE(in.keys[i]);
       if (in.keys[i] == "coffee.png") {
-        CHECK(largest == 0);  // decoded by the CPU path: the same bytes
+        CHECK(d.largest == 0);  // decoded by the CPU path: the same bytes
       } else {
-        CHECK(mean <= 1.0);  // the bound docs/datasets.md states
-        CHECK(largest <= 48);
+        CHECK(d.mean <= bound_mean);
+        CHECK(d.largest <= bound_largest);
       }
     }
   }
@@ -130,9 +124,8 @@ TEST_CASE("float samples from nvJPEG are the 8-bit ones normalised") {
   options.mean = {0.485F, 0.456F, 0.406F};
   options.std = {0.229F, 0.224F, 0.225F};
   crema::cuda::nvjpeg_batch_decoder floats(options);
-  options.layout = crema::pixel_layout::chw;
   crema::cuda::nvjpeg_batch_decoder bytes(options);
-  const batch_input in = make_batch(2);
+  const batch_input in = photographs(2, 7);
   const std::vector<float> f = decode_on_gpu<float>(floats, in);
   const std::vector<std::uint8_t> b = decode_on_gpu<std::uint8_t>(bytes, in);
   REQUIRE(f.size() == b.size());
@@ -149,11 +142,51 @@ TEST_CASE("float samples from nvJPEG are the 8-bit ones normalised") {
 TEST_CASE("a JPEG cut short is an error naming it, and the decoder goes on after it") {
   if (crema::test::skip_without_cuda_device()) return;
   crema::cuda::nvjpeg_batch_decoder decoder(crema::image_transform_options{});
-  batch_input in = make_batch(1);
+  batch_input in = photographs(1, 7);
   in.files[1].resize(in.files[1].size() / 2);
-  in.images[1].bytes = in.files[1];
+  in.rebuild(7);
   CHECK_THROWS_WITH_AS(decode_on_gpu<float>(decoder, in), doctest::Contains("coffee-0.jpg"),
                        crema::format_error);
-  in.images.erase(in.images.begin() + 1);
-  CHECK_NOTHROW(decode_on_gpu<float>(decoder, in));
+  const batch_input good = photographs(1, 7);
+  CHECK_NOTHROW(decode_on_gpu<float>(decoder, good));
+}
+
+TEST_CASE(
+    "a folder pipeline of nvjpeg_batcher batches delivers the CPU pipeline's, within the "
+    "bound") {
+  if (crema::test::skip_without_cuda_device()) return;
+  crema::test::scratch_directory scratch("nvjpeg-gpu-folder");
+  crema::test::make_folder(scratch.path());
+  crema::image_transform_options options{
+      .geometry = crema::random_resized_crop{}, .mirror = true, .decode = {.dct_scaling = false}};
+  const std::size_t sample = crema::image_transform(options).shape().elements();
+  const crema::test::batches expected = crema::test::epoch(
+      scratch.path(),
+      crema::image_batcher(crema::image_transform(options), crema::make_host_batch<float>{}), 1,
+      crema::test::read_host_batch(sample));
+  crema::cuda_stream compute;
+  const crema::test::batches got = crema::test::epoch(
+      scratch.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, [&](auto& batch) {
+        const auto on_device = batch->device(compute);
+        std::vector<float> data(on_device.data.size());
+        std::vector<float> labels(on_device.labels.size());
+        compute.synchronize();
+        CREMA_CUDA_TRY(cudaMemcpy(data.data(), on_device.data.data(), data.size() * sizeof(float),
+                                  cudaMemcpyDeviceToHost));
+        CREMA_CUDA_TRY(cudaMemcpy(labels.data(), on_device.labels.data(),
+                                  labels.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        batch.release_after(compute.record());
+        return std::pair(std::move(data), std::move(labels));
+      });
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t b = 0; b < got.size(); ++b) {
+    CAPTURE(b);
+    CHECK(got[b].second == expected[b].second);
+    REQUIRE(got[b].first.size() == expected[b].first.size());
+    const difference d =
+        compare(got[b].first.data(), expected[b].first.data(), got[b].first.size(), 255.0);
+    MESSAGE(fmt::format("batch {}: mean difference {:.3f}, largest {}", b, d.mean, d.largest));
+    CHECK(d.mean <= bound_mean);
+    CHECK(d.largest <= bound_largest);
+  }
 }

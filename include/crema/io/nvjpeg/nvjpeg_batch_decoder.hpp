@@ -40,7 +40,7 @@ namespace crema::cuda {
 /// done), the sample's generator, and the key errors name.
 struct encoded_image {
   std::span<const std::byte> bytes;
-  sample_rng rng;
+  sample_rng rng{0, 0, 0};
   std::string_view key;
 };
 

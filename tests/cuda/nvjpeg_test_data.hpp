@@ -1,0 +1,119 @@
+#pragma once
+
+// What the nvJPEG tests share: batches of the photographs (and one PNG, which takes the CPU
+// path), a folder of them in three classes, and one ordered epoch of a folder pipeline read back
+// as (data, labels) per batch.
+
+#include <crema/io/image/image_codec.hpp>
+#include <crema/io/image/image_folder_source.hpp>
+#include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
+#include <crema/pipeline/double_buffered_pipeline.hpp>
+
+#include "common/test_data.hpp"
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crema::test {
+
+// The coffee photograph as a PNG: decoded by the CPU path, whatever the decoder.
+inline std::vector<std::byte> coffee_png() {
+  crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+  std::vector<std::byte> png;
+  crema::encode_png(decoder.decode(read_bytes(test_data("coffee.jpg")), "coffee.jpg"), png,
+                    crema::channel_order::rgb);
+  return png;
+}
+
+// A folder of three classes: the photographs, and the coffee photograph as a PNG in one.
+inline void make_folder(const std::filesystem::path& root) {
+  const auto astronaut = read_bytes(test_data("astronaut.jpg"));
+  const auto coffee = read_bytes(test_data("coffee.jpg"));
+  const auto write = [&](const std::string& path, const std::vector<std::byte>& bytes) {
+    std::filesystem::create_directories((root / path).parent_path());
+    std::ofstream(root / path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+  };
+  for (std::size_t label = 0; label < 3; ++label) {
+    for (std::size_t i = 0; i < 5; ++i) {
+      write(fmt::format("class{}/{}.jpg", label, i), (label + i) % 2 == 0 ? astronaut : coffee);
+    }
+  }
+  write("class1/9.png", coffee_png());
+}
+
+using batches = std::vector<std::pair<std::vector<float>, std::vector<float>>>;
+
+// One ordered epoch of `root` as (data, labels) per batch, through `batcher`; `read` gives a
+// batch's data and labels on the host.
+template <class Batcher, class Read>
+batches epoch(const std::filesystem::path& root, Batcher batcher, std::size_t producers,
+              Read read) {
+  crema::image_folder_source source(root);
+  source.shuffle(5);
+  crema::double_buffered_pipeline pipe{std::move(source),
+                                       std::move(batcher),
+                                       {.batch_size = 4,
+                                        .producers = producers,
+                                        .threads = 2,
+                                        .mode = crema::pipeline_mode::single_pass,
+                                        .ordered = true,
+                                        .seed = 99}};
+  batches out;
+  for (auto batch : pipe.consumer(0)) out.push_back(read(batch));
+  return out;
+}
+
+// A batch for the decoder: the files, their keys, and the images (with each sample's generator).
+struct batch_input {
+  std::vector<std::vector<std::byte>> files;
+  std::vector<std::string> keys;
+  std::vector<crema::cuda::encoded_image> images;
+
+  void add(std::vector<std::byte> bytes, std::string key, std::uint64_t seed) {
+    files.push_back(std::move(bytes));
+    keys.push_back(std::move(key));
+    rebuild(seed);
+  }
+  void rebuild(std::uint64_t seed) {
+    images.clear();
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      images.push_back({files[i], crema::sample_rng(seed, 0, i), keys[i]});
+    }
+  }
+};
+
+// The photographs, `copies` times each, and the coffee photograph as a PNG (the CPU path's).
+inline batch_input photographs(std::size_t copies, std::uint64_t seed = 11) {
+  batch_input in;
+  const auto astronaut = read_bytes(test_data("astronaut.jpg"));
+  const auto coffee = read_bytes(test_data("coffee.jpg"));
+  for (std::size_t i = 0; i < copies; ++i) {
+    in.add(astronaut, fmt::format("astronaut-{}.jpg", i), seed);
+    in.add(coffee, fmt::format("coffee-{}.jpg", i), seed);
+  }
+  in.add(coffee_png(), "coffee.png", seed);
+  return in;
+}
+
+// Reads a host batch's data (`sample` values a record) and labels, for `epoch`.
+inline auto read_host_batch(std::size_t sample) {
+  return [sample](auto& batch) {
+    const std::size_t size = batch->size();
+    return std::pair(
+        std::vector<float>(batch->data.begin(),
+                           batch->data.begin() + static_cast<std::ptrdiff_t>(size * sample)),
+        std::vector<float>(batch->labels.begin(),
+                           batch->labels.begin() + static_cast<std::ptrdiff_t>(size)));
+  };
+}
+
+}  // namespace crema::test
