@@ -26,7 +26,8 @@ if(TARGET crema_nvjpeg_tests)  # where nvJPEG is found; the bundle carries its l
 endif()
 set(crema_bundle_programs ${crema_bundle_tests} crema-gpu-info crema-gpu-bench-synced_buffer
     crema-gpu-bench-device_batches)
-foreach(optional IN ITEMS crema-gpu-bench-data_layer crema-cuda-demo)  # where LMDB is found
+# where LMDB, nvJPEG are found
+foreach(optional IN ITEMS crema-gpu-bench-data_layer crema-gpu-bench-jpeg_input crema-cuda-demo)
   if(TARGET ${optional})
     list(APPEND crema_bundle_programs ${optional})
   endif()
