@@ -118,9 +118,10 @@ class cuda_participant {
   // upload (the host does not), each layer's bucket is reported once its kernels have finished
   // (the collectives read the gradients from their own streams), and the batch is not touched
   // after the return.
-  template <class LayerDone>
-  float compute_gradients(const crema::cuda::device_batch<float>& batch, const mlp& model,
-                          LayerDone&& layer_done) {
+  // (A Batch is a crema::cuda::device_batch<float> or an nvjpeg_batcher's batch: `size()` and
+  // `device(stream)`.)
+  template <class Batch, class LayerDone>
+  float compute_gradients(const Batch& batch, const mlp& model, LayerDone&& layer_done) {
     (void)model;
     crema::cuda::scoped_device on(device_);
     const std::size_t n = batch.size();

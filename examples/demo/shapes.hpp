@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <random>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -59,16 +60,16 @@ inline bool inside(int label, float dx, float dy, float r) {
   }
 }
 
-// Writes `records` labelled images into a new LMDB at `path` (keys 00000000, 00000001, ...).
-inline void write_shapes(const std::filesystem::path& path, int records, std::uint32_t seed) {
+// Makes `records` labelled images, each handed to `visit(r, label, image)` (channel-first,
+// 3 x 32 x 32 bytes) as it is drawn.
+template <class Visit>
+void for_each_shape(int records, std::uint32_t seed, Visit&& visit) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> size(5.0f, 11.0f);
   std::uniform_int_distribution<int> dark(0, 100);
   std::uniform_int_distribution<int> bright(130, 255);
   std::normal_distribution<float> noise(0.0f, 24.0f);
-  crema::lmdb_writer writer(path);
   std::vector<std::byte> image(channels * side * side);
-  std::vector<std::byte> value;
   for (int r = 0; r < records; ++r) {
     const int label = static_cast<int>(rng() % classes);
     const float half = size(rng);
@@ -85,12 +86,21 @@ inline void write_shapes(const std::filesystem::path& path, int records, std::ui
         }
       }
     }
+    visit(r, label, std::span<const std::byte>(image));
+  }
+}
+
+// Writes `records` labelled images into a new LMDB at `path` (keys 00000000, 00000001, ...).
+inline void write_shapes(const std::filesystem::path& path, int records, std::uint32_t seed) {
+  crema::lmdb_writer writer(path);
+  std::vector<std::byte> value;
+  for_each_shape(records, seed, [&](int r, int label, std::span<const std::byte> image) {
     value.clear();
     crema::encode_datum(
         {.channels = channels, .height = side, .width = side, .label = label, .data = image},
         value);
     writer.put(fmt::format("{:08}", r), value);
-  }
+  });
   writer.finish();
 }
 
