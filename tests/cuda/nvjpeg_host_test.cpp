@@ -144,8 +144,11 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       batch_input in = photographs(2);
       in.files[2].resize(in.files[2].size() / 2);  // astronaut-1.jpg, cut short
       in.rebuild(11);
+      const auto before = counting::all_threads();
       CHECK_THROWS_WITH_AS(decode<float>(gpu, in), doctest::Contains("astronaut-1.jpg"),
                            crema::format_error);
+      // What was queued before the error is waited for by the next batch: an event after it.
+      CHECK((counting::all_threads() - before)[counting::call::event_record] == 1);
       batch_input good = photographs(2);
       check_samples(options, good, decode<float>(gpu, good));
     }

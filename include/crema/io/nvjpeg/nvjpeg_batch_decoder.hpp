@@ -145,29 +145,14 @@ class basic_nvjpeg_batch_decoder {
     reserve_pinned(staged_samples_, host_.size() * sample * sizeof(T));
 
     jobs_.write_block(static_cast<std::byte*>(staged_block_.data));
-    if (jobs_.block_bytes() > 0) {
-      CREMA_CUDA_TRY(cudaMemcpyAsync(block_.data, staged_block_.data, jobs_.block_bytes(),
-                                     cudaMemcpyHostToDevice, stream));
-    }
-    pending_ = true;  // from the first queued work on, the destructor waits for the device
-    decode_on_hardware(images, stream);
-    decode_hybrid(images, stream);
-    const auto* block = static_cast<const std::byte*>(block_.data);
-    resampler_(
-        resample_launch<T>{reinterpret_cast<const resample_job*>(block),
-                           reinterpret_cast<const std::int32_t*>(block + jobs_.table_offset()),
-                           static_cast<std::int32_t>(jobs_.jobs().size()), jobs_.most_kept_rows(),
-                           jobs_.most_out_rows(), format_,
-                           static_cast<const std::uint8_t*>(decoded_.data),
-                           static_cast<std::uint8_t*>(kept_.data), out},
-        stream);
-    T* staged = static_cast<T*>(staged_samples_.data);
-    for (std::size_t k = 0; k < host_.size(); ++k) {
-      const std::size_t i = host_[k];
-      const std::span<T> to(staged + k * sample, sample);
-      transform_.apply(images[i].bytes, geometries_[i], flips_[i] != 0, to, images[i].key);
-      CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, to.data(), sample * sizeof(T),
-                                     cudaMemcpyHostToDevice, stream));
+    pending_ = true;  // from the first queued work on, the next call and the destructor wait
+    try {
+      queue(images, out, stream);
+    } catch (...) {
+      // What was queued before the failure still reads this decoder's buffers: the next call
+      // waits for it.
+      (void)cudaEventRecord(done_, stream);
+      throw;
     }
     CREMA_CUDA_TRY(cudaEventRecord(done_, stream));
     counts_ = {hardware_list_.size(), hybrid_list_.size(), host_.size()};
@@ -207,6 +192,35 @@ class basic_nvjpeg_batch_decoder {
   static image_transform_options without_dct_scaling(image_transform_options options) {
     options.decode.dct_scaling = false;
     return options;
+  }
+
+  // The copy of the jobs, nvJPEG's decoding, the resampling and the CPU path's samples, queued.
+  template <class T>
+  void queue(std::span<const encoded_image> images, T* out, cudaStream_t stream) {
+    const std::size_t sample = shape().elements();
+    if (jobs_.block_bytes() > 0) {
+      CREMA_CUDA_TRY(cudaMemcpyAsync(block_.data, staged_block_.data, jobs_.block_bytes(),
+                                     cudaMemcpyHostToDevice, stream));
+    }
+    decode_on_hardware(images, stream);
+    decode_hybrid(images, stream);
+    const auto* block = static_cast<const std::byte*>(block_.data);
+    resampler_(
+        resample_launch<T>{reinterpret_cast<const resample_job*>(block),
+                           reinterpret_cast<const std::int32_t*>(block + jobs_.table_offset()),
+                           static_cast<std::int32_t>(jobs_.jobs().size()), jobs_.most_kept_rows(),
+                           jobs_.most_out_rows(), format_,
+                           static_cast<const std::uint8_t*>(decoded_.data),
+                           static_cast<std::uint8_t*>(kept_.data), out},
+        stream);
+    T* staged = static_cast<T*>(staged_samples_.data);
+    for (std::size_t k = 0; k < host_.size(); ++k) {
+      const std::size_t i = host_[k];
+      const std::span<T> to(staged + k * sample, sample);
+      transform_.apply(images[i].bytes, geometries_[i], flips_[i] != 0, to, images[i].key);
+      CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, to.data(), sample * sizeof(T),
+                                     cudaMemcpyHostToDevice, stream));
+    }
   }
 
   void wait_idle() {
