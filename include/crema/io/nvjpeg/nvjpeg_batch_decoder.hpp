@@ -236,11 +236,15 @@ class basic_nvjpeg_batch_decoder {
     const std::size_t n = images.size();
     const std::size_t channels = transform_.options().decode.channels;
     const std::size_t sample = shape().elements();
-    while (streams_.size() < n) {
-      streams_.emplace_back();
-      CREMA_NVJPEG_TRY(nvjpegJpegStreamCreate(handle_, &streams_.back()));
-      params_.emplace_back();
-      CREMA_NVJPEG_TRY(nvjpegDecodeParamsCreate(handle_, &params_.back()));
+    while (streams_.size() < n) {  // kept only once made, so that release() frees only those
+      nvjpegJpegStream_t stream = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegJpegStreamCreate(handle_, &stream));
+      streams_.push_back(stream);
+    }
+    while (params_.size() < n) {
+      nvjpegDecodeParams_t params = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegDecodeParamsCreate(handle_, &params));
+      params_.push_back(params);
     }
     geometries_.resize(n);
     flips_.resize(n);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/cuda/cuda_try.hpp>
+#include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/datum.hpp>
@@ -65,6 +66,7 @@ class basic_nvjpeg_batcher {
         : shape_(shape),
           capacity_(capacity),
           labels_stride_((capacity + 63) / 64 * 64),
+          device_id_(device),
           stream_(std::make_shared<cuda_stream>(device)),
           images_(capacity),
           offsets_(capacity + 1),
@@ -100,9 +102,11 @@ class basic_nvjpeg_batcher {
     }
 
     /// @brief The finishing step (the producer's): decodes the batch's `info.size` images on
-    /// the batch's stream into its device memory, uploads the labels, records one event.
+    /// the batch's stream into its device memory (with the producer's decoder for that device,
+    /// the device made current meanwhile), uploads the labels, records one event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
+      const scoped_device on(device_id_);
       size_ = info.size;
       if (retired_pending_) {
         stream_->wait(retired_);
@@ -171,6 +175,7 @@ class basic_nvjpeg_batcher {
     record_shape shape_;
     std::size_t capacity_;
     std::size_t labels_stride_;  // labels first, data from this element (256 bytes for float)
+    int device_id_;
     std::shared_ptr<cuda_stream> stream_;
     std::shared_ptr<void> device_;  // labels, then samples
     std::shared_ptr<void> labels_;  // pinned
@@ -198,7 +203,7 @@ class basic_nvjpeg_batcher {
           "decode on the CPU");
     }
   }
-  // Each producer's copy makes its own decoder when it first fills a batch.
+  // Each producer's copy makes its own decoders (one per device) when it first fills a batch.
   basic_nvjpeg_batcher(const basic_nvjpeg_batcher& other)
       : transform_(other.transform_),
         options_(other.options_),
@@ -226,7 +231,7 @@ class basic_nvjpeg_batcher {
   /// @brief An image file: read on this producer's thread into the batch.
   void operator()(const image_file& file, batch& to, const sample_context& context) {
     to.stage(context.index, reader_.read(file), context.rng(), file.relative, file.label,
-             decoder());
+             decoder_for(to.device_id_));
   }
 
   /// @brief An encoded Datum (what convert_imageset --encoded stores).
@@ -238,20 +243,27 @@ class basic_nvjpeg_batcher {
       ::crema::detail::fail<format_error>(
           "record {}: raw pixels; an nvjpeg_batcher decodes encoded Datums", key);
     }
-    to.stage(context.index, datum.data, context.rng(), key, datum.label, decoder());
+    to.stage(context.index, datum.data, context.rng(), key, datum.label,
+             decoder_for(to.device_id_));
   }
 
  private:
-  Decoder& decoder() {
-    if (!decoder_) decoder_ = std::make_unique<Decoder>(transform_, options_.decoding);
-    return *decoder_;
+  // This producer's decoder for `device`: made there on first use (its nvJPEG state and
+  // buffers belong to that device).
+  Decoder& decoder_for(int device) {
+    for (auto& [on, decoder] : decoders_) {
+      if (on == device) return *decoder;
+    }
+    const scoped_device on(device);
+    decoders_.emplace_back(device, std::make_unique<Decoder>(transform_, options_.decoding));
+    return *decoders_.back().second;
   }
 
   image_transform_options transform_;
   nvjpeg_batcher_options options_;
   record_shape shape_;
   image_file_reader reader_;
-  std::unique_ptr<Decoder> decoder_;  // made on the producer's thread, on first use
+  std::vector<std::pair<int, std::unique_ptr<Decoder>>> decoders_;  // this producer's, by device
 };
 
 }  // namespace crema::cuda
