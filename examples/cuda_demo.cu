@@ -31,7 +31,6 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <numeric>
 #include <span>
@@ -63,10 +62,7 @@ bool jpeg_input(int& argc, char** argv) {
 void write_shape_jpegs(const std::filesystem::path& folder, const demo::settings& s) {
   const auto stamp = folder / "made-by-crema-cuda-demo";
   const std::string made = fmt::format("shapes: {} train\n", s.train_records);
-  if (std::ifstream in(stamp); in) {
-    const std::string there((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (there == made) return;
-  }
+  if (demo::stamped(stamp, made)) return;
   std::filesystem::remove_all(folder);
   std::vector<std::byte> jpeg;
   demo::for_each_shape(s.train_records, 1, [&](int r, int label, std::span<const std::byte> image) {

@@ -10,6 +10,7 @@
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x
 // the host's 16 threads; CUDA batches at least 0.9 of host batches; 16 threads at least 3x 4.
 #include <crema/io/image/image_codec.hpp>
+#include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
@@ -28,7 +29,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,15 +54,6 @@ crema::image_transform_options training() {
           .std = {0.229F, 0.224F, 0.225F}};
 }
 
-std::vector<std::byte> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(chars.size());
-  for (std::size_t i = 0; i < chars.size(); ++i) bytes[i] = static_cast<std::byte>(chars[i]);
-  return bytes;
-}
-
 // 512 crops of the test photographs in 8 classes, made once per run.
 fs::path made_folder() {
   const char* photos = std::getenv("CREMA_TEST_DATA_DIR");
@@ -70,10 +61,11 @@ fs::path made_folder() {
   const fs::path root = fs::temp_directory_path() / "crema-gpu-bench-jpeg";
   if (fs::exists(root / "done")) return root;
   crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+  crema::image_file_reader reader;
   std::vector<std::vector<std::uint8_t>> pixels;
   std::vector<std::pair<std::size_t, std::size_t>> sizes;
   for (const char* name : {"astronaut.jpg", "coffee.jpg"}) {
-    const auto view = decoder.decode(read_file(from / name), name);
+    const auto view = decoder.decode(reader.read((from / name).string(), "photograph"), name);
     pixels.emplace_back(view.data, view.data + view.elements());
     sizes.emplace_back(view.height, view.width);
   }

@@ -117,16 +117,21 @@ inline std::variant<command_line, int> read_command_line(int argc, char** argv,
   }
 }
 
+// Whether the file `stamp` says `made`: data made before with the same counts.
+inline bool stamped(const std::filesystem::path& stamp, const std::string& made) {
+  std::ifstream in(stamp);
+  if (!in) return false;
+  const std::string there((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return there == made;
+}
+
 // The databases: made in `folder` unless the ones there were made with the same counts (a file
 // beside them says which).
 inline void make_datasets(const std::filesystem::path& folder, const settings& s) {
   const std::string made =
       fmt::format("shapes: {} train, {} test\n", s.train_records, s.test_records);
   const auto stamp = folder / "made-by-crema-demo";
-  if (std::ifstream in(stamp); in) {
-    const std::string there((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (there == made) return;
-  }
+  if (stamped(stamp, made)) return;
   std::filesystem::remove_all(folder / "train");
   std::filesystem::remove_all(folder / "test");
   write_shapes(folder / "train", s.train_records, 1);

@@ -200,6 +200,9 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     crema::image_transform_options options;
     options.jitter.brightness = 0.4F;
     CHECK_THROWS_WITH_AS(decoder{options}, doctest::Contains("colour jitter"), crema::config_error);
+    // The batcher says so when it is made, not when its first batch is decoded.
+    CHECK_THROWS_WITH_AS((crema::cuda::basic_nvjpeg_batcher<float, decoder>(options)),
+                         doctest::Contains("colour jitter"), crema::config_error);
   }
 
   TEST_CASE("a folder pipeline of GPU-decoded batches delivers the CPU pipeline's batches") {

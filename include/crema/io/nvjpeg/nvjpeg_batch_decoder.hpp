@@ -79,12 +79,8 @@ class basic_nvjpeg_batch_decoder {
       : resampler_(std::move(resampler)),
         transform_(without_dct_scaling(std::move(options))),
         header_({.channels = transform_.options().decode.channels}) {
+    check_options(transform_.options());
     const image_transform_options& o = transform_.options();
-    if (o.jitter.enabled()) {
-      ::crema::detail::fail<config_error>(
-          "nvjpeg_batch_decoder: colour jitter is not done on the GPU; jitter the device batch "
-          "or decode on the CPU");
-    }
     format_.chw = o.layout == pixel_layout::chw;
     for (std::size_t c = 0; c < 3; ++c) {
       format_.mean[c] = o.mean[c];
@@ -116,6 +112,15 @@ class basic_nvjpeg_batch_decoder {
   basic_nvjpeg_batch_decoder(const basic_nvjpeg_batch_decoder&) = delete;
   basic_nvjpeg_batch_decoder& operator=(const basic_nvjpeg_batch_decoder&) = delete;
   ~basic_nvjpeg_batch_decoder() { release(); }
+
+  /// @throws crema::config_error for options the GPU does not do: colour jitter
+  static void check_options(const image_transform_options& options) {
+    if (options.jitter.enabled()) {
+      ::crema::detail::fail<config_error>(
+          "nvjpeg_batch_decoder: colour jitter is not done on the GPU; jitter the device batch "
+          "or decode on the CPU");
+    }
+  }
 
   /// @return one output's shape (as `image_transform::shape`)
   [[nodiscard]] record_shape shape() const noexcept { return transform_.shape(); }

@@ -197,11 +197,7 @@ class basic_nvjpeg_batcher {
         options_(std::move(options)),
         shape_(image_transform(transform_).shape()),
         reader_(options_.reading) {
-    if (transform_.jitter.enabled()) {
-      ::crema::detail::fail<config_error>(
-          "nvjpeg_batcher: colour jitter is not done on the GPU; jitter the device batch or "
-          "decode on the CPU");
-    }
+    Decoder::check_options(transform_);  // now, not when the first batch is decoded
   }
   // Each producer's copy makes its own decoders (one per device) when it first fills a batch.
   basic_nvjpeg_batcher(const basic_nvjpeg_batcher& other)
