@@ -56,11 +56,19 @@ echo "$(basename "$0") $*" >>"$STUB_LOG"
 echo "ratio = crema / baseline"
 EOF
 done
+# The stand-in demo: STUB_DEMO_JPEG=1 makes it one built with crema::nvjpeg (its --help offers
+# --input=jpeg); STUB_JPEG_ACCURACY is its accuracy when trained that way.
 cat >"$work/bundle/bin/crema-cuda-demo" <<'EOF'
 #!/usr/bin/env bash
+if [[ ${1:-} == --help ]]; then
+  [[ ${STUB_DEMO_JPEG:-0} == 1 ]] && echo "  --input=lmdb|jpeg  train from the LMDB or from JPEGs"
+  exit 0
+fi
 echo "crema-cuda-demo $*" >>"$STUB_LOG"
-echo "test accuracy: ${STUB_ACCURACY:-0.950}"
-[[ ${STUB_ACCURACY:-0.950} > 0.900 ]]
+accuracy=${STUB_ACCURACY:-0.950}
+[[ " $* " == *" --input=jpeg "* ]] && accuracy=${STUB_JPEG_ACCURACY:-$accuracy}
+echo "test accuracy: $accuracy"
+[[ $accuracy > 0.900 ]]
 EOF
 # The stand-in compute-sanitizer. STUB_SANITIZER_FINDS=<tool> makes that tool find something;
 # STUB_MEMCHECK_REPORTS lists what memcheck reports over the tests that are not provoked on
@@ -165,6 +173,17 @@ expect all_pass "the demo's accuracy in the summary" \
 run_case demo_below_expectation 1 STUB_ACCURACY=0.412
 expect demo_below_expectation "the demo named with its accuracy" \
   grep -q 'FAILED: crema-cuda-demo: exit 1, test accuracy 0.412' "$work/demo_below_expectation.out"
+
+run_case demo_from_jpegs 0 STUB_DEMO_JPEG=1 STUB_JPEG_ACCURACY=0.930
+expect demo_from_jpegs "the demo trained from the LMDB, then from JPEGs" \
+  grep -q -- '^crema-cuda-demo --input=jpeg --progress=lines' "$work/demo_from_jpegs.log"
+expect demo_from_jpegs "both accuracies in the summary" \
+  grep -q '^gpu-bundle: PASS .*demo: test accuracy 0.950.*demo --input=jpeg: test accuracy 0.930' \
+  "$work/demo_from_jpegs.out"
+run_case demo_from_jpegs_below 1 STUB_DEMO_JPEG=1 STUB_JPEG_ACCURACY=0.412
+expect demo_from_jpegs_below "the JPEG run named with its accuracy" \
+  grep -q 'FAILED: crema-cuda-demo --input=jpeg: exit 1, test accuracy 0.412' \
+  "$work/demo_from_jpegs_below.out"
 
 run_case skipped_for_want_of_a_device 1 STUB_SKIP_NO_DEVICE=crema_cuda_kernel_tests
 expect skipped_for_want_of_a_device "the program named" \

@@ -225,19 +225,21 @@ fi
 
 # The main job on the GPU: crema-cuda-demo makes its databases, trains, and exits 1 below the
 # test accuracy it expects.
-# Where built with crema::nvjpeg it trains a second time from JPEG files decoded on the GPUs.
+# Where built with crema::nvjpeg it trains a second time, from JPEG files decoded on the GPUs.
 if ((demo && device)) && [[ -x $here/bin/crema-cuda-demo ]]; then
-  inputs=(lmdb)
-  "$here/bin/crema-cuda-demo" --help 2>/dev/null | grep -q -- '--input=lmdb|jpeg' && inputs+=(jpeg)
-  for input in "${inputs[@]}"; do
-    log=$results/demo-$input.log
-    timeout "$limit" "$here/bin/crema-cuda-demo" --input="$input" --progress=lines >"$log" 2>&1
+  runs=("")
+  "$here/bin/crema-cuda-demo" --help 2>/dev/null | grep -q -- '--input=lmdb|jpeg' &&
+    runs+=(--input=jpeg)
+  for input in "${runs[@]}"; do
+    name=crema-cuda-demo${input:+ $input}
+    log=$results/demo${input:+-jpeg}.log
+    timeout "$limit" "$here/bin/crema-cuda-demo" ${input:+"$input"} --progress=lines >"$log" 2>&1
     status=$?
     accuracy=$(sed -n 's/^test accuracy: //p' "$log")
     if ((status == 0)); then
-      notes+=("demo ($input): test accuracy ${accuracy}")
+      notes+=("demo${input:+ $input}: test accuracy ${accuracy}")
     else
-      fail "crema-cuda-demo --input=$input: exit $status, test accuracy ${accuracy:-none}; $log"
+      fail "$name: exit $status, test accuracy ${accuracy:-none}; $log"
     fi
   done
 fi
