@@ -41,10 +41,11 @@ run() {
     sleep 0.2
   done
   local took=$((SECONDS - started))
-  # End the job: resume a stopped victim so that it can die, then everything.
+  # End the job: the victim first (SIGKILL ends a stopped process too; resumed first, a stopped
+  # server could run long enough to find its clients gone and say so), then everything.
   local pid
   pid=$(sed -nE 's/^rank [0-9]+: pid ([0-9]+) fails.*/\1/p' "$log" | head -1)
-  if [[ -n "$pid" ]]; then kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; fi
+  if [[ -n "$pid" ]]; then kill -KILL "$pid" 2>/dev/null; kill -CONT "$pid" 2>/dev/null; fi
   kill -TERM "$launcher" 2>/dev/null
   sleep 0.5
   kill -KILL "$launcher" 2>/dev/null
