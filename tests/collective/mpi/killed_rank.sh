@@ -4,8 +4,10 @@
 # the line each rank prints. No rank may deliver a wrong sum or give up late, and the parameter
 # server must go on without a dead client. A stopped rank must be named by both others. A killed
 # one need not be: Open MPI's TCP transport may wedge a rank that was sending to it ("Your Open
-# MPI job may now hang or fail", it says), and then the third names the wedged one, which is the
-# rank that stopped answering it; or mpirun ends the job. The names are printed either way.
+# MPI job may now hang or fail", it says: one MPI_Test that never returns), and then the third
+# names the wedged one, which is the rank that stopped answering it; or mpirun ends the job. The
+# names are printed either way. (A survivor killed by SIGPIPE for writing to the dead rank's
+# connection was a crema bug: crema's MPI components ignore SIGPIPE now.)
 #   killed_rank.sh FAULT_JOB [OPERATION...]   (default: every one; ps is the parameter server's)
 set -uo pipefail
 job=$1

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -52,6 +54,8 @@ void refill(std::vector<std::vector<float>>& buffers, const std::vector<std::vec
   }
 }
 
+void own_sigpipe_handler(int) {}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
@@ -60,6 +64,29 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 TEST_SUITE("mpi_reducer") {
+  TEST_CASE(
+      "a reducer keeps its rank alive when a peer's connection breaks: SIGPIPE left at its "
+      "default is ignored, a handler of the program's own is kept") {
+    const world job;
+    std::vector<std::vector<float>> buffers(1, std::vector<float>(4, 1.0f));
+    const auto make_and_use = [&] {
+      crema::mpi::mpi_reducer<float> reducer(MPI_COMM_WORLD, local_tree(1),
+                                             crema::test::spans_of(buffers), {.timeout = 10s});
+      reducer.allreduce();
+    };
+    struct sigaction before {};
+    ::sigaction(SIGPIPE, nullptr, &before);
+    std::signal(SIGPIPE, own_sigpipe_handler);
+    make_and_use();
+    CHECK((crema::test::sigpipe_action() == own_sigpipe_handler));
+    std::signal(SIGPIPE, SIG_DFL);
+    make_and_use();
+    CHECK((crema::test::sigpipe_action() == SIG_IGN));
+    std::raise(SIGPIPE);  // ends the rank at the default action
+    CHECK(std::abs(buffers[0][0] - 1.0f * static_cast<float>(job.ranks) * job.ranks) < 1e-3f);
+    ::sigaction(SIGPIPE, &before, nullptr);
+  }
+
   TEST_CASE(
       "crema's tree across ranks gives the single-process reducer's bits over the joined "
       "tree") {

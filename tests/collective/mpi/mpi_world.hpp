@@ -1,7 +1,8 @@
 #pragma once
 
-// This rank and the number of ranks of the MPI test job.
+// This rank and the number of ranks of the MPI test job; what SIGPIPE does in it.
 #include <mpi.h>
+#include <signal.h>
 
 namespace crema::test {
 
@@ -13,5 +14,12 @@ struct mpi_world {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   }
 };
+
+// The action SIGPIPE has now in this process (SIG_DFL, SIG_IGN or a handler).
+inline void (*sigpipe_action())(int) {
+  struct sigaction now {};
+  ::sigaction(SIGPIPE, nullptr, &now);
+  return now.sa_handler;
+}
 
 }  // namespace crema::test

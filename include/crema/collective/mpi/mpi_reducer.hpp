@@ -80,6 +80,10 @@ struct reducer_options {
 /// several threads (a `p2p_sync` reduces a bucket on the thread that finished it), one at a
 /// time (they serialize on a mutex). Ranges are reduced in the order they are called; `p2p_sync`
 /// calls them in bucket order for models that say so (`ranges_in_order`).
+///
+/// Making one sets SIGPIPE to be ignored if it still has its default action (a handler of the
+/// program's own is kept): otherwise a peer killed mid-message ends this rank from inside MPI's
+/// TCP transport before the rank can name it.
 /// @tparam T a `reducible`, trivially copyable element type (messages carry its bytes); the
 ///           `allreduce` path needs float, double, int32 or int64
 template <reducible T>
@@ -106,6 +110,7 @@ class mpi_reducer {
         local_tree_(std::move(local_tree)),
         options_(options) {
     detail::require_thread_level(name);
+    detail::survive_dead_peers();
     if (options_.timeout <= std::chrono::milliseconds::zero()) {
       crema::detail::fail<config_error>("mpi_reducer: timeout must be positive, got {} ms",
                                         options_.timeout.count());

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -103,6 +104,30 @@ TEST_SUITE("parameter_server") {
     CHECK_THROWS_WITH_AS(crema::mpi::parameter_server<float>(MPI_COMM_WORLD, w),
                          doctest::Contains("needs a server and at least one client"),
                          crema::config_error);
+  }
+
+  TEST_CASE(
+      "a server and its clients survive a peer's broken connection: SIGPIPE left at its default "
+      "is ignored") {
+    const world job;
+    if (job.ranks < 2) return;
+    struct sigaction before {};
+    ::sigaction(SIGPIPE, nullptr, &before);
+    std::signal(SIGPIPE, SIG_DFL);
+    std::vector<float> w(8, 0.0f);
+    if (job.rank == 0) {
+      crema::mpi::parameter_server<float> server(MPI_COMM_WORLD, w, {}, fast_options());
+      CHECK((crema::test::sigpipe_action() == SIG_IGN));
+      CHECK(server.serve(static_cast<std::uint64_t>(job.ranks)).iterations_handed_out ==
+            static_cast<std::uint64_t>(job.ranks));
+    } else {
+      crema::mpi::ps_client<float> client(MPI_COMM_WORLD, w, fast_options());
+      CHECK((crema::test::sigpipe_action() == SIG_IGN));
+      const std::vector<float> diff(w.size(), 0.0f);
+      for (auto iteration = client.pull(); iteration; iteration = client.exchange(diff)) {
+      }
+    }
+    ::sigaction(SIGPIPE, &before, nullptr);
   }
 
   TEST_CASE("it converges on a convex problem with and without each compression") {

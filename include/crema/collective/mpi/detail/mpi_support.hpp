@@ -6,6 +6,8 @@
 #include <fmt/core.h>
 #include <mpi.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -59,6 +61,23 @@ inline void require_thread_level(const char* component) {
         "{}: MPI runs at thread level {}; crema calls MPI from its users' threads one at a time: "
         "initialize it with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...)",
         component, provided);
+  }
+}
+
+// Keeps this rank alive when a peer dies in the middle of a message. Open MPI's TCP transport
+// may still write to the dead peer's connection; the kernel then raises SIGPIPE, whose default
+// action ends this rank at once, from inside MPI, before it can name the dead one (a parameter
+// server killed for a client's death). Ignored, the write fails with EPIPE, MPI drops the
+// connection, and crema's timeouts name the peer. Only the default action is replaced: a handler
+// or disposition the program set is kept. Process-wide, as every signal disposition is.
+inline void survive_dead_peers() {
+  struct sigaction now {};
+  if (::sigaction(SIGPIPE, nullptr, &now) != 0) return;
+  if ((now.sa_flags & SA_SIGINFO) == 0 && now.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
   }
 }
 

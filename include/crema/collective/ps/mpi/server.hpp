@@ -45,7 +45,10 @@ namespace crema::mpi {
 /// is lost and its iteration handed out again. When every iteration is applied, dropped or handed
 /// again and done, every client gets the final parameters and a shutdown.
 ///
-/// Not thread-safe: one thread calls `serve`, and `stats` from it (or from `on_update`).
+/// Not thread-safe: one thread calls `serve`, and `stats` from it (or from `on_update`). Making a
+/// server or a client sets SIGPIPE to be ignored if it still has its default action (a handler of
+/// the program's own is kept): otherwise a client killed mid-message ends the server from inside
+/// MPI's TCP transport.
 /// @tparam T      float or double
 /// @tparam Policy an `update_policy` for T
 template <class T, update_policy<T> Policy = sgd_momentum<T>>

@@ -78,6 +78,7 @@ template <class T>
 MPI_Comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& options,
                          const char* component, bool server) {
   require_thread_level(component);
+  survive_dead_peers();
   diff_encoder<T>::validate(count, options.diffs);
   if (count > static_cast<std::size_t>(INT_MAX) / sizeof(T)) {
     crema::detail::fail<config_error>(
