@@ -143,11 +143,11 @@ class basic_nvjpeg_batch_decoder {
     wait_idle();
     plan(images);
     const std::size_t sample = shape().elements();
-    reserve_device(decoded_, decoded_bytes_);
-    reserve_device(kept_, jobs_.kept_bytes());
-    reserve_device(block_, jobs_.block_bytes());
-    reserve_pinned(staged_block_, jobs_.block_bytes());
-    reserve_pinned(staged_samples_, host_.size() * sample * sizeof(T));
+    reserve(decoded_, decoded_bytes_);
+    reserve(kept_, jobs_.kept_bytes());
+    reserve(block_, jobs_.block_bytes());
+    reserve(staged_block_, jobs_.block_bytes());
+    reserve(staged_samples_, host_.size() * sample * sizeof(T));
 
     jobs_.write_block(static_cast<std::byte*>(staged_block_.data));
     pending_ = true;  // from the first queued work on, the next call and the destructor wait
@@ -166,9 +166,11 @@ class basic_nvjpeg_batch_decoder {
  private:
   enum class place { hardware, hybrid, host };
 
-  struct device_bytes {
+  // Bytes on the device (cudaMalloc) or pinned on the host (cudaMallocHost).
+  struct gpu_bytes {
     void* data = nullptr;
     std::size_t size = 0;
+    bool pinned = false;
   };
   // nvjpegImage_t is an unnamed struct, which nvcc 13.0's front end cannot destroy in a
   // std::vector (an internal error): an array that grows instead.
@@ -399,21 +401,20 @@ class basic_nvjpeg_batch_decoder {
   }
 
   // Grown, never shrunk; only while no work of this decoder is queued (wait_idle ran).
-  static void reserve_device(device_bytes& buffer, std::size_t bytes) {
+  static void reserve(gpu_bytes& buffer, std::size_t bytes) {
     if (bytes <= buffer.size) return;
     const std::size_t size = std::max(bytes, buffer.size + buffer.size / 4);
-    if (buffer.data != nullptr) (void)cudaFree(buffer.data);
-    buffer = {};
-    CREMA_CUDA_TRY(cudaMalloc(&buffer.data, size));
+    free_bytes(buffer);
+    CREMA_CUDA_TRY(buffer.pinned ? cudaMallocHost(&buffer.data, size)
+                                 : cudaMalloc(&buffer.data, size));
     buffer.size = size;
   }
-  static void reserve_pinned(device_bytes& buffer, std::size_t bytes) {
-    if (bytes <= buffer.size) return;
-    const std::size_t size = std::max(bytes, buffer.size + buffer.size / 4);
-    if (buffer.data != nullptr) (void)cudaFreeHost(buffer.data);
-    buffer = {};
-    CREMA_CUDA_TRY(cudaMallocHost(&buffer.data, size));
-    buffer.size = size;
+  static void free_bytes(gpu_bytes& buffer) noexcept {
+    if (buffer.data != nullptr) {
+      (void)(buffer.pinned ? cudaFreeHost(buffer.data) : cudaFree(buffer.data));
+    }
+    buffer.data = nullptr;
+    buffer.size = 0;
   }
 
   void release() noexcept {
@@ -425,13 +426,8 @@ class basic_nvjpeg_batch_decoder {
     streams_.clear();
     for (nvjpegDecodeParams_t params : params_) (void)nvjpegDecodeParamsDestroy(params);
     params_.clear();
-    for (device_bytes* buffer : {&decoded_, &kept_, &block_}) {
-      if (buffer->data != nullptr) (void)cudaFree(buffer->data);
-      *buffer = {};
-    }
-    for (device_bytes* buffer : {&staged_block_, &staged_samples_}) {
-      if (buffer->data != nullptr) (void)cudaFreeHost(buffer->data);
-      *buffer = {};
+    for (gpu_bytes* buffer : {&decoded_, &kept_, &block_, &staged_block_, &staged_samples_}) {
+      free_bytes(*buffer);
     }
     if (done_ != nullptr) (void)cudaEventDestroy(done_);
     done_ = nullptr;
@@ -471,11 +467,11 @@ class basic_nvjpeg_batch_decoder {
   std::vector<nvjpegDecodeParams_t> batch_params_;
   resample_jobs jobs_;
   std::size_t decoded_bytes_ = 0;
-  device_bytes decoded_;  // the decoded windows
-  device_bytes kept_;     // the horizontal pass's rows
-  device_bytes block_;    // the jobs and their table
-  device_bytes staged_block_;
-  device_bytes staged_samples_;  // the CPU path's samples, pinned
+  gpu_bytes decoded_;                         // the decoded windows
+  gpu_bytes kept_;                            // the horizontal pass's rows
+  gpu_bytes block_;                           // the jobs and their table
+  gpu_bytes staged_block_{.pinned = true};    // block_'s bytes, made on the host
+  gpu_bytes staged_samples_{.pinned = true};  // the CPU path's samples
   nvjpeg_batch_counts counts_;
 };
 
