@@ -19,8 +19,14 @@
 // Every other rank prints one line: an error naming the victim ("rank R: named rank V: ..."), an
 // error naming another rank ("rank R: named another rank: ..."), or, for the parameter server's
 // survivors, the run finished without the victim ("rank R: finished ..."); a sum delivered that
-// is wrong, an error that came late, a server that gave up, prints "rank R: WRONG: ...". Then it
-// waits to be ended. killed_rank.sh judges.
+// is wrong, an error that came late, a server that gave up, prints "rank R: WRONG: ...". A client
+// that gives up on the server when a client was killed prints "rank R: blamed the server: ...":
+// right only if the server is wedged inside MPI. Then it waits to be ended.
+//
+// A rank held inside one MPI call for 5 s prints "rank R: stuck inside MPI_X ..." (Open MPI's TCP
+// transport can spin forever in one MPI_Test on a dead peer's connection): the MPI calls crema
+// makes go through wrappers here (MPI's profiling interface) that note when each began.
+// killed_rank.sh judges.
 #include <crema/collective/mpi/mpi_reducer.hpp>
 #include <crema/collective/p2p_sync.hpp>
 #include <crema/collective/ps/mpi/parameter_server.hpp>
@@ -32,6 +38,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -54,6 +61,44 @@ using namespace std::chrono_literals;
 
 int rank = 0;
 int ranks = 1;
+
+// The MPI call this rank is inside, and since when (steady-clock nanoseconds; 0: none).
+std::atomic<std::int64_t> call_began{0};
+std::atomic<const char*> call_name{""};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Notes one MPI call for the watch.
+class in_mpi {
+ public:
+  explicit in_mpi(const char* name) {
+    call_name.store(name);
+    call_began.store(steady_ns());
+  }
+  in_mpi(const in_mpi&) = delete;
+  in_mpi& operator=(const in_mpi&) = delete;
+  ~in_mpi() { call_began.store(0); }
+};
+
+// Says once when one MPI call has held this rank for 5 s.
+void watch_mpi_calls() {
+  std::thread([] {
+    for (;;) {
+      std::this_thread::sleep_for(100ms);
+      const std::int64_t began = call_began.load();
+      if (began != 0 && steady_ns() - began > std::int64_t{5'000'000'000}) {
+        std::printf("rank %d: stuck inside %s for 5 s (Open MPI wedged it)\n", rank,
+                    call_name.load());
+        std::fflush(stdout);
+        return;
+      }
+    }
+  }).detach();
+}
 
 // Prints this rank's outcome and waits to be ended by killed_rank.sh: MPI_Finalize would wait
 // for the victim, and a rank that exits without it makes mpirun end the others, maybe before
@@ -208,7 +253,13 @@ crema::tree_topology tree_of(std::size_t count) {
     if (victim == 0) finish("WRONG: the run ended with the server gone");
     finish(fmt::format("finished, {} iterations answered", answered));
   } catch (const std::exception& e) {
-    if (victim != 0) finish(fmt::format("WRONG: a client failed: {}", e.what()));
+    if (victim != 0) {
+      const bool server_silent =
+          std::string_view(e.what()).find("the server, rank 0") != std::string_view::npos;
+      // A client killed may wedge the server inside MPI, as any rank that was sending to it.
+      if (how == "kill" && server_silent) finish(fmt::format("blamed the server: {}", e.what()));
+      finish(fmt::format("WRONG: a client failed: {}", e.what()));
+    }
     if (std::chrono::steady_clock::now() - started > 300ms + 3 * options.timeout) {
       finish(fmt::format("WRONG: named only late: {}", e.what()));
     }
@@ -328,6 +379,69 @@ std::optional<checkpoint> load(const std::filesystem::path& path) {
 
 }  // namespace
 
+// MPI's profiling interface: each wrapper calls its PMPI_ twin, watched.
+extern "C" {
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  const in_mpi call("MPI_Test");
+  return PMPI_Test(request, flag, status);
+}
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  const in_mpi call("MPI_Testall");
+  return PMPI_Testall(count, requests, flag, statuses);
+}
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                MPI_Status* status) {
+  const in_mpi call("MPI_Improbe");
+  return PMPI_Improbe(source, tag, comm, flag, message, status);
+}
+int MPI_Isend(const void* buffer, int count, MPI_Datatype type, int destination, int tag,
+              MPI_Comm comm, MPI_Request* request) {
+  const in_mpi call("MPI_Isend");
+  return PMPI_Isend(buffer, count, type, destination, tag, comm, request);
+}
+int MPI_Irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  const in_mpi call("MPI_Irecv");
+  return PMPI_Irecv(buffer, count, type, source, tag, comm, request);
+}
+int MPI_Imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message,
+               MPI_Request* request) {
+  const in_mpi call("MPI_Imrecv");
+  return PMPI_Imrecv(buffer, count, type, message, request);
+}
+int MPI_Mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message,
+              MPI_Status* status) {
+  const in_mpi call("MPI_Mrecv");
+  return PMPI_Mrecv(buffer, count, type, message, status);
+}
+int MPI_Cancel(MPI_Request* request) {
+  const in_mpi call("MPI_Cancel");
+  return PMPI_Cancel(request);
+}
+int MPI_Request_free(MPI_Request* request) {
+  const in_mpi call("MPI_Request_free");
+  return PMPI_Request_free(request);
+}
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+               MPI_Request* request) {
+  const in_mpi call("MPI_Ibcast");
+  return PMPI_Ibcast(buffer, count, type, root, comm, request);
+}
+int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  const in_mpi call("MPI_Bcast");
+  return PMPI_Bcast(buffer, count, type, root, comm);
+}
+int MPI_Allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
+  const in_mpi call("MPI_Allreduce");
+  return PMPI_Allreduce(in, out, count, type, op, comm);
+}
+int MPI_Comm_free(MPI_Comm* comm) {
+  const in_mpi call("MPI_Comm_free");
+  return PMPI_Comm_free(comm);
+}
+}
+
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
@@ -344,6 +458,7 @@ int main(int argc, char** argv) {
   const std::string_view operation = argv[1];
   const int victim = std::atoi(argv[2]);
   const std::string_view how = argv[3];
+  watch_mpi_calls();
   if (operation.starts_with("ps_")) ps_job(operation, victim, how);
   reducer_job(operation, victim, how);
 }

@@ -5,9 +5,11 @@
 # server must go on without a dead client. A stopped rank must be named by both others. A killed
 # one need not be: Open MPI's TCP transport may wedge a rank that was sending to it ("Your Open
 # MPI job may now hang or fail", it says: one MPI_Test that never returns), and then the third
-# names the wedged one, which is the rank that stopped answering it; or mpirun ends the job. The
-# names are printed either way. (A survivor killed by SIGPIPE for writing to the dead rank's
-# connection was a crema bug: crema's MPI components ignore SIGPIPE now.)
+# names the wedged one, which is the rank that stopped answering it; or mpirun ends the job. A
+# survivor that gives no answer must be shown wedged: the job's watch says so when one MPI call
+# has held a rank for 5 s ("rank R: stuck inside MPI_Test ..."); a survivor silent outside MPI
+# fails the test. The lines are printed either way. (A survivor killed by SIGPIPE for writing to
+# the dead rank's connection was a crema bug: crema's MPI components ignore SIGPIPE now.)
 #   killed_rank.sh FAULT_JOB [OPERATION...]   (default: every one; ps is the parameter server's)
 set -uo pipefail
 job=$1
@@ -30,11 +32,15 @@ run() {
   mpiexec -n 3 --oversubscribe --mca orte_enable_recovery 1 --mca btl tcp,self \
     "$job" "$operation" "$victim" "$how" >"$log" 2>&1 &
   local launcher=$!
-  local started=$SECONDS said=0 first_answer=
+  local started=$SECONDS said=0 stuck=0 ended=0 first_answer=
   while ((SECONDS - started < 40)); do
-    said=$(grep -cE '^rank [0-9]+: (named|finished|WRONG)' "$log")
-    ((said >= 2)) && break
-    kill -0 "$launcher" 2>/dev/null || break
+    said=$(grep -cE '^rank [0-9]+: (named|finished|WRONG|blamed)' "$log")
+    stuck=$(grep -cE '^rank [0-9]+: stuck inside MPI' "$log")
+    ((said + stuck >= 2)) && break
+    if ! kill -0 "$launcher" 2>/dev/null; then
+      ended=1
+      break
+    fi
     # A killed rank may wedge a survivor inside MPI: once one has answered, the other has 10 s.
     if [[ "$how" == kill ]] && ((said >= 1)); then
       first_answer=${first_answer:-$SECONDS}
@@ -58,10 +64,16 @@ run() {
   if grep -q 'WRONG' "$log"; then
     outcome="FAILED (a rank said WRONG)"
     failed=1
+  elif grep -q '^rank [0-9]*: blamed the server' "$log" &&
+    ! grep -q '^rank 0: stuck inside MPI' "$log"; then
+    outcome="FAILED (a client gave up on a server that was not wedged inside MPI)"
+    failed=1
   elif ((named >= 2)); then
     outcome="ok: both other ranks ended as they should, in ${took} s"
-  elif [[ "$how" == kill ]] && ((took < 40)); then
-    outcome="ok: ${said} of the others answered in ${took} s, ${named} naming rank ${victim}; MPI ended or wedged the rest"
+  elif [[ "$how" == kill ]] && ((took < 40)) && ((said + stuck >= 2)); then
+    outcome="ok: ${said} of the others answered in ${took} s, ${named} naming rank ${victim}; Open MPI wedged ${stuck} inside a call"
+  elif [[ "$how" == kill ]] && ((took < 40)) && ((ended)); then
+    outcome="ok: ${said} of the others answered in ${took} s, ${named} naming rank ${victim}; mpirun ended the job"
   else
     outcome="FAILED (${named} of 2 ranks named rank ${victim} in ${took} s)"
     failed=1
@@ -69,7 +81,7 @@ run() {
   local done_to=killed
   [[ "$how" == stop ]] && done_to=stopped
   echo "$operation, rank $victim $done_to: $outcome"
-  grep -E '^rank [0-9]+: (named|finished|WRONG)' "$log" | sed 's/^/    /'
+  grep -E '^rank [0-9]+: (named|finished|WRONG|blamed|stuck)' "$log" | sed 's/^/    /'
   if [[ "$outcome" == FAILED* ]]; then sed 's/^/    | /' "$log" | tail -30; fi
 }
 
