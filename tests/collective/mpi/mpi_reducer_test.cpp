@@ -74,8 +74,7 @@ TEST_SUITE("mpi_reducer") {
                                              crema::test::spans_of(buffers), {.timeout = 10s});
       reducer.allreduce();
     };
-    struct sigaction before {};
-    ::sigaction(SIGPIPE, nullptr, &before);
+    const crema::test::sigpipe_restored restore;
     std::signal(SIGPIPE, own_sigpipe_handler);
     make_and_use();
     CHECK((crema::test::sigpipe_action() == own_sigpipe_handler));
@@ -84,7 +83,6 @@ TEST_SUITE("mpi_reducer") {
     CHECK((crema::test::sigpipe_action() == SIG_IGN));
     std::raise(SIGPIPE);  // ends the rank at the default action
     CHECK(std::abs(buffers[0][0] - 1.0f * static_cast<float>(job.ranks) * job.ranks) < 1e-3f);
-    ::sigaction(SIGPIPE, &before, nullptr);
   }
 
   TEST_CASE(

@@ -22,4 +22,16 @@ inline void (*sigpipe_action())(int) {
   return now.sa_handler;
 }
 
+// Puts SIGPIPE's action back as it was when made, however the test ends.
+class sigpipe_restored {
+ public:
+  sigpipe_restored() { ::sigaction(SIGPIPE, nullptr, &before_); }
+  sigpipe_restored(const sigpipe_restored&) = delete;
+  sigpipe_restored& operator=(const sigpipe_restored&) = delete;
+  ~sigpipe_restored() { ::sigaction(SIGPIPE, &before_, nullptr); }
+
+ private:
+  struct sigaction before_ {};
+};
+
 }  // namespace crema::test

@@ -111,8 +111,7 @@ TEST_SUITE("parameter_server") {
       "is ignored") {
     const world job;
     if (job.ranks < 2) return;
-    struct sigaction before {};
-    ::sigaction(SIGPIPE, nullptr, &before);
+    const crema::test::sigpipe_restored restore;
     std::signal(SIGPIPE, SIG_DFL);
     std::vector<float> w(8, 0.0f);
     if (job.rank == 0) {
@@ -127,7 +126,6 @@ TEST_SUITE("parameter_server") {
       for (auto iteration = client.pull(); iteration; iteration = client.exchange(diff)) {
       }
     }
-    ::sigaction(SIGPIPE, &before, nullptr);
   }
 
   TEST_CASE("it converges on a convex problem with and without each compression") {
