@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -469,13 +470,55 @@ TEST_SUITE("double_buffered_pipeline errors") {
     }
   }
 
+  TEST_CASE("by default every producer has a slot to fill, so all of them work at once") {
+    watchdog guard(60s, "slots for every producer");
+    // One record a batch; each transform call waits until `producers` calls are inside at once
+    // (or `patience` passes), so the most seen inside at once is how many producers could fill
+    // a slot.
+    const auto most_filling_at_once = [](crema::pipeline_options options,
+                                         std::chrono::milliseconds patience) {
+      std::mutex mutex;
+      std::condition_variable changed;
+      std::size_t inside = 0;
+      std::size_t most = 0;
+      const std::size_t producers = options.producers;
+      const auto wait_for_all = [&](const int& record) {
+        std::unique_lock lock(mutex);
+        most = std::max(most, ++inside);
+        changed.notify_all();
+        changed.wait_for(lock, patience, [&] { return most >= producers; });
+        --inside;
+        return record;
+      };
+      crema::double_buffered_pipeline pipe{numbers(1000), wait_for_all, options};
+      auto consumer = pipe.consumer(0);
+      for (std::size_t i = 0; i < 2 * producers; ++i) REQUIRE(consumer.pull());
+      pipe.stop();
+      std::scoped_lock lock(mutex);
+      return std::pair(most, pipe.options().prefetch);
+    };
+    for (const std::size_t producers : {2U, 8U, 16U}) {
+      CAPTURE(producers);
+      const auto [most, slots] = most_filling_at_once(
+          {.batch_size = 1, .producers = producers, .threads = producers}, 10s);
+      CHECK(slots == std::max<std::size_t>(4, producers + 2));
+      CHECK(most == producers);
+    }
+    // Two consumers share the producers: each has slots for half of them, and two more.
+    crema::double_buffered_pipeline two{numbers(10), identity, {.producers = 9, .consumers = 2}};
+    CHECK(two.options().prefetch == 7);
+    // Fewer slots than producers, asked for: the producers without one wait.
+    const auto [most, slots] =
+        most_filling_at_once({.batch_size = 1, .prefetch = 3, .producers = 8, .threads = 8}, 20ms);
+    CHECK(slots == 3);
+    CHECK(most <= 3);
+  }
+
   TEST_CASE("a zero count in the options is a config_error naming the field") {
     const auto make = [](crema::pipeline_options options) {
       crema::double_buffered_pipeline pipe{numbers(10), identity, options};
     };
     CHECK_THROWS_WITH_AS(make({.batch_size = 0}), "pipeline: batch_size must be at least 1, got 0",
-                         crema::config_error);
-    CHECK_THROWS_WITH_AS(make({.prefetch = 0}), "pipeline: prefetch must be at least 1, got 0",
                          crema::config_error);
     CHECK_THROWS_WITH_AS(make({.producers = 0}), "pipeline: producers must be at least 1, got 0",
                          crema::config_error);

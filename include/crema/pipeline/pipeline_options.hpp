@@ -45,10 +45,14 @@ struct pipeline_position {
 /// must fit in this machine's memory.
 struct pipeline_options {
   std::size_t batch_size = 1;  ///< records per batch (1 moves single records, as Caffe's reader)
-  std::size_t prefetch = 4;    ///< preallocated batch slots per consumer
-  std::size_t producers = 1;   ///< producer coroutines (each with its own copy of the transform)
-  std::size_t threads = 1;     ///< threads the producers run on (may be fewer than producers)
-  std::size_t consumers = 1;   ///< consumers, one per device or solver; batches are dealt in turn
+  /// Preallocated batch slots per consumer. 0 (the default): enough for every producer to fill
+  /// one while each consumer holds one and has one more waiting, `max(4, ceil(producers /
+  /// consumers) + 2)`; a producer fills a whole batch in its slot, so with fewer slots than
+  /// producers the others wait and the threads they run on idle. `options()` gives the count.
+  std::size_t prefetch = 0;
+  std::size_t producers = 1;  ///< producer coroutines (each with its own copy of the transform)
+  std::size_t threads = 1;    ///< threads the producers run on (may be fewer than producers)
+  std::size_t consumers = 1;  ///< consumers, one per device or solver; batches are dealt in turn
   pipeline_mode mode = pipeline_mode::repeat;
   partial_batch last_batch = partial_batch::keep;  ///< single pass: the last, short batch
   bool ordered = false;  ///< each consumer sees its batches in source order, whatever the producers

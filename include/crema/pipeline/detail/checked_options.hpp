@@ -4,6 +4,7 @@
 #include <crema/core/error.hpp>
 #include <crema/pipeline/pipeline_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,19 +20,23 @@ struct pipeline_footprint {
   std::size_t per_producer = 0;  // a producer's transform, coroutine frame and counters
 };
 
-// `chosen`, or a config_error naming the field at fault. Counts that cannot fit are refused
-// before anything is allocated: a slip of a digit would otherwise end in std::bad_alloc, or in
-// the machine swapping while the slots are made.
+// `chosen` with its slot count chosen where it is 0, or a config_error naming the field at fault.
+// Counts that cannot fit are refused before anything is allocated: a slip of a digit would
+// otherwise end in std::bad_alloc, or in the machine swapping while the slots are made.
 inline pipeline_options checked_options(const pipeline_options& chosen,
                                         pipeline_footprint footprint) {
   const auto check = [](const char* field, std::size_t value) {
     if (value == 0) fail<config_error>("pipeline: {} must be at least 1, got 0", field);
   };
   check("batch_size", chosen.batch_size);
-  check("prefetch", chosen.prefetch);
   check("producers", chosen.producers);
   check("threads", chosen.threads);
   check("consumers", chosen.consumers);
+  pipeline_options resolved = chosen;
+  if (resolved.prefetch == 0) {
+    const std::size_t per_consumer = (chosen.producers - 1) / chosen.consumers + 1;
+    resolved.prefetch = std::max<std::size_t>(4, per_consumer + 2);
+  }
   if (chosen.stall_timeout <= std::chrono::milliseconds::zero()) {
     fail<config_error>(
         "pipeline: stall_timeout must be positive (milliseconds::max() waits for ever), got {} ms",
@@ -58,14 +63,14 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
         "pipeline: resume_from batch {} is past the batches a pipeline numbers (2^62)",
         chosen.resume_from->batch);
   }
-  const auto slots = checked_mul(chosen.consumers, chosen.prefetch);
+  const auto slots = checked_mul(resolved.consumers, resolved.prefetch);
   const auto records = slots ? checked_mul(*slots, chosen.batch_size) : std::nullopt;
   const auto slot_bytes = records ? checked_mul(*records, footprint.per_record) : std::nullopt;
   const auto producer_bytes = checked_mul(chosen.producers, footprint.per_producer);
   const auto total =
       slot_bytes && producer_bytes ? checked_add(*slot_bytes, *producer_bytes) : std::nullopt;
   const auto memory = physical_memory_bytes();
-  if (total && (!memory || *total <= *memory)) return chosen;
+  if (total && (!memory || *total <= *memory)) return resolved;
   const std::string need =
       total ? fmt::format("{} bytes", *total) : std::string("more bytes than a size_t holds");
   const std::string have =
@@ -73,8 +78,8 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
   fail<config_error>(
       "pipeline: consumers {} x prefetch {} x batch_size {} records of {} bytes, and producers {} "
       "of {} bytes, need {}, more than {}",
-      chosen.consumers, chosen.prefetch, chosen.batch_size, footprint.per_record, chosen.producers,
-      footprint.per_producer, need, have);
+      resolved.consumers, resolved.prefetch, chosen.batch_size, footprint.per_record,
+      chosen.producers, footprint.per_producer, need, have);
 }
 
 }  // namespace crema::detail
