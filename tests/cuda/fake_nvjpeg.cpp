@@ -115,12 +115,14 @@ nvjpegStatus_t decode_region(const nvjpegJpegStream& stream, const nvjpegDecodeP
   const int channels = tjPixelSize[format];
   std::vector<unsigned char> whole(static_cast<std::size_t>(stream.width) * stream.height *
                                    channels);
+  // Past what libjpeg only warns of, as nvJPEG does: an H100's engine decoded a stream cut
+  // short without an error, the missing rows made up.
   tjhandle handle = tjInitDecompress();
-  const int status =
-      tjDecompress2(handle, stream.data, static_cast<unsigned long>(stream.size), whole.data(),
-                    stream.width, 0, stream.height, format, TJFLAG_STOPONWARNING);
+  const int status = tjDecompress2(handle, stream.data, static_cast<unsigned long>(stream.size),
+                                   whole.data(), stream.width, 0, stream.height, format, 0);
+  const bool fatal = status != 0 && tjGetErrorCode(handle) == TJERR_FATAL;
   tjDestroy(handle);
-  if (status != 0) return NVJPEG_STATUS_BAD_JPEG;
+  if (fatal) return NVJPEG_STATUS_BAD_JPEG;
   for (int y = 0; y < height; ++y) {
     std::memcpy(
         to + static_cast<std::size_t>(y) * pitch,

@@ -29,6 +29,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,6 +154,50 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       check_samples(options, good, decode<float>(gpu, good));
     }
     fake::set({});
+  }
+
+  TEST_CASE("a JPEG that never reaches its end goes to the CPU path; bytes after the end do not") {
+    const auto bytes = [](std::initializer_list<unsigned> values) {
+      std::vector<std::byte> out;
+      for (const unsigned v : values) out.push_back(static_cast<std::byte>(v));
+      return out;
+    };
+    const std::vector<std::byte> photo = read_bytes(test_data("astronaut.jpg"));
+    const auto cut = [](std::vector<std::byte> b, std::size_t size) {
+      b.resize(size);
+      return b;
+    };
+    std::vector<std::byte> trailing = photo;
+    trailing.insert(trailing.end(), 64, std::byte{0});
+    // An APP1 segment holding FF D9 (as an EXIF thumbnail's end) before the first scan.
+    std::vector<std::byte> thumbnail =
+        bytes({0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x06, 0xFF, 0xD9, 0, 0});
+    thumbnail.insert(thumbnail.end(), photo.begin() + 2, photo.end());
+    using crema::detail::jpeg_reaches_end;
+    CHECK(jpeg_reaches_end(photo));
+    CHECK(jpeg_reaches_end(trailing));
+    CHECK(jpeg_reaches_end(thumbnail));
+    CHECK_FALSE(jpeg_reaches_end(cut(photo, photo.size() / 2)));
+    CHECK_FALSE(jpeg_reaches_end(cut(photo, photo.size() - 1)));
+    CHECK_FALSE(jpeg_reaches_end(cut(thumbnail, thumbnail.size() / 2)));
+    CHECK_FALSE(jpeg_reaches_end(bytes({0xFF, 0xD8, 0xFF, 0xD9})));
+    CHECK_FALSE(jpeg_reaches_end(bytes({0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x40, 0xFF, 0xD9})));
+    CHECK_FALSE(jpeg_reaches_end(bytes({0x89, 'P', 'N', 'G', 0xFF, 0xD9})));
+    CHECK_FALSE(jpeg_reaches_end({}));
+
+    // Decoded: the one cut short by the CPU path, which (asked to) accepts libjpeg's warning.
+    fake::set({});
+    auto options = every_kind().front();
+    options.decode.accept_warnings = true;
+    batch_input in = photographs(1);  // astronaut-0.jpg, coffee-0.jpg, coffee.png
+    in.files[0] = trailing;
+    in.files[1].resize(in.files[1].size() - 2);  // coffee-0.jpg without its end marker
+    in.rebuild(11);
+    decoder gpu(options);
+    const auto out = decode<float>(gpu, in);
+    CHECK(gpu.last_batch().hardware == 1);
+    CHECK(gpu.last_batch().host == 2);
+    check_samples(options, in, out);
   }
 
   TEST_CASE("bytes that are no image are a format_error naming them, before anything is queued") {
