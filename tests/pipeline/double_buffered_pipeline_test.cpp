@@ -505,8 +505,12 @@ TEST_SUITE("double_buffered_pipeline errors") {
       CHECK(most == producers);
     }
     // Two consumers share the producers: each has slots for half of them, and two more.
-    crema::double_buffered_pipeline two{numbers(10), identity, {.producers = 9, .consumers = 2}};
+    crema::double_buffered_pipeline two{
+        numbers(10), identity, {.producers = 9, .threads = 9, .consumers = 2}};
     CHECK(two.options().prefetch == 7);
+    // Producers fill on threads: no more batches are filled at once than there are threads.
+    crema::double_buffered_pipeline shared{numbers(10), identity, {.producers = 16, .threads = 8}};
+    CHECK(shared.options().prefetch == 10);
     // Fewer slots than producers, asked for: the producers without one wait.
     const auto [most, slots] =
         most_filling_at_once({.batch_size = 1, .prefetch = 3, .producers = 8, .threads = 8}, 20ms);

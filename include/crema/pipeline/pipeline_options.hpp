@@ -45,10 +45,11 @@ struct pipeline_position {
 /// must fit in this machine's memory.
 struct pipeline_options {
   std::size_t batch_size = 1;  ///< records per batch (1 moves single records, as Caffe's reader)
-  /// Preallocated batch slots per consumer. 0 (the default): enough for every producer to fill
-  /// one while each consumer holds one and has one more waiting, `max(4, ceil(producers /
-  /// consumers) + 2)`; a producer fills a whole batch in its slot, so with fewer slots than
-  /// producers the others wait and the threads they run on idle. `options()` gives the count.
+  /// Preallocated batch slots per consumer. 0 (the default): enough for every batch being filled
+  /// to have one while each consumer holds one and has one more waiting, `max(4,
+  /// ceil(min(producers, threads) / consumers) + 2)`; a producer fills a whole batch in its slot,
+  /// so with fewer slots than busy producers the others wait and their threads idle. `options()`
+  /// gives the count chosen.
   std::size_t prefetch = 0;
   std::size_t producers = 1;  ///< producer coroutines (each with its own copy of the transform)
   std::size_t threads = 1;    ///< threads the producers run on (may be fewer than producers)

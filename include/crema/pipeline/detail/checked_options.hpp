@@ -34,7 +34,9 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
   check("consumers", chosen.consumers);
   pipeline_options resolved = chosen;
   if (resolved.prefetch == 0) {
-    const std::size_t per_consumer = (chosen.producers - 1) / chosen.consumers + 1;
+    // Batches being filled at once: a producer fills on a thread until its batch is done.
+    const std::size_t filling = std::min(chosen.producers, chosen.threads);
+    const std::size_t per_consumer = (filling - 1) / chosen.consumers + 1;
     resolved.prefetch = std::max<std::size_t>(4, per_consumer + 2);
   }
   if (chosen.stall_timeout <= std::chrono::milliseconds::zero()) {
