@@ -20,6 +20,14 @@ struct pipeline_footprint {
   std::size_t per_producer = 0;  // a producer's transform, coroutine frame and counters
 };
 
+// The slots per consumer of `prefetch = 0`: one for every batch being filled at once (a producer
+// fills its batch on one thread without suspending), and two more, at least 4.
+inline std::size_t default_prefetch(const pipeline_options& chosen) noexcept {
+  const std::size_t filling = std::min(chosen.producers, chosen.threads);
+  const std::size_t per_consumer = (filling - 1) / chosen.consumers + 1;  // rounded up
+  return std::max<std::size_t>(4, per_consumer + 2);
+}
+
 // `chosen` with its slot count chosen where it is 0, or a config_error naming the field at fault.
 // Counts that cannot fit are refused before anything is allocated: a slip of a digit would
 // otherwise end in std::bad_alloc, or in the machine swapping while the slots are made.
@@ -32,13 +40,6 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
   check("producers", chosen.producers);
   check("threads", chosen.threads);
   check("consumers", chosen.consumers);
-  pipeline_options resolved = chosen;
-  if (resolved.prefetch == 0) {
-    // Batches being filled at once: a producer fills on a thread until its batch is done.
-    const std::size_t filling = std::min(chosen.producers, chosen.threads);
-    const std::size_t per_consumer = (filling - 1) / chosen.consumers + 1;
-    resolved.prefetch = std::max<std::size_t>(4, per_consumer + 2);
-  }
   if (chosen.stall_timeout <= std::chrono::milliseconds::zero()) {
     fail<config_error>(
         "pipeline: stall_timeout must be positive (milliseconds::max() waits for ever), got {} ms",
@@ -65,10 +66,12 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
         "pipeline: resume_from batch {} is past the batches a pipeline numbers (2^62)",
         chosen.resume_from->batch);
   }
+  pipeline_options resolved = chosen;
+  if (resolved.prefetch == 0) resolved.prefetch = default_prefetch(chosen);
   const auto slots = checked_mul(resolved.consumers, resolved.prefetch);
-  const auto records = slots ? checked_mul(*slots, chosen.batch_size) : std::nullopt;
+  const auto records = slots ? checked_mul(*slots, resolved.batch_size) : std::nullopt;
   const auto slot_bytes = records ? checked_mul(*records, footprint.per_record) : std::nullopt;
-  const auto producer_bytes = checked_mul(chosen.producers, footprint.per_producer);
+  const auto producer_bytes = checked_mul(resolved.producers, footprint.per_producer);
   const auto total =
       slot_bytes && producer_bytes ? checked_add(*slot_bytes, *producer_bytes) : std::nullopt;
   const auto memory = physical_memory_bytes();
@@ -80,8 +83,8 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
   fail<config_error>(
       "pipeline: consumers {} x prefetch {} x batch_size {} records of {} bytes, and producers {} "
       "of {} bytes, need {}, more than {}",
-      resolved.consumers, resolved.prefetch, chosen.batch_size, footprint.per_record,
-      chosen.producers, footprint.per_producer, need, have);
+      resolved.consumers, resolved.prefetch, resolved.batch_size, footprint.per_record,
+      resolved.producers, footprint.per_producer, need, have);
 }
 
 }  // namespace crema::detail
