@@ -254,12 +254,18 @@ class image_window_decoder {
     }
 
     const std::size_t components = static_cast<std::size_t>(info.out_color_components);
-    const std::size_t decoded_stride = std::size_t{crop_width} * components;
+    // libjpeg-turbo's AVX2 colour conversion writes a row that starts on a 32-byte boundary
+    // with non-temporal stores, which send it past the cache, from where the sink must then
+    // fetch it back. Every row here starts 16 bytes past one: the stride is whole 32-byte
+    // steps, the first row is placed so.
+    const std::size_t decoded_stride =
+        (std::size_t{crop_width} * components + row_step - 1) / row_step * row_step;
     const std::size_t band = std::max<std::size_t>(
         options_.band_rows, static_cast<std::size_t>(std::max(info.rec_outbuf_height, 1)));
-    grow(band_, decoded_stride * band);
+    grow(band_, decoded_stride * band + row_step + row_offset);
+    std::uint8_t* const first_row = aligned_row(band_.data());
     row_pointers_.resize(band);
-    for (std::size_t r = 0; r < band; ++r) row_pointers_[r] = band_.data() + r * decoded_stride;
+    for (std::size_t r = 0; r < band; ++r) row_pointers_[r] = first_row + r * decoded_stride;
     const std::size_t offset = (x0 - crop_left) * components;  // the region inside a row
     const std::size_t region_width = x1 - x0;
     if (cmyk) grow(converted_, region_width * channels * band);
@@ -283,7 +289,7 @@ class image_window_decoder {
         if (read == 0) jpeg_failed(state, key, "data (no rows)");
         got += read;
       }
-      pixel_rows rows{band_.data() + offset, decoded_stride, row - y0, got};
+      pixel_rows rows{first_row + offset, decoded_stride, row - y0, got};
       if (cmyk) {
         for (std::size_t r = 0; r < got; ++r) {
           detail::from_inverted_cmyk(rows.row(r), region_width,
@@ -311,6 +317,14 @@ class image_window_decoder {
       const std::size_t count = std::min(options_.band_rows, window.height - row);
       sink.rows(pixel_rows{first + row * stride, stride, row, count});
     }
+  }
+
+  // Rows start `row_offset` bytes past a multiple of `row_step` (see decode_jpeg).
+  static constexpr std::size_t row_step = 32;
+  static constexpr std::size_t row_offset = 16;
+  [[nodiscard]] static std::uint8_t* aligned_row(std::uint8_t* buffer) noexcept {
+    const std::size_t misplaced = reinterpret_cast<std::uintptr_t>(buffer) % row_step;
+    return buffer + (row_step + row_offset - misplaced) % row_step;
   }
 
   static void grow(std::vector<std::uint8_t>& buffer, std::size_t size) {
