@@ -1,7 +1,8 @@
 // image_window_decoder: a window decoded alone (JPEG: cropped iMCU columns, skipped rows, stopped
 // below it) is bit for bit the full decode cut to the window, for every subsampling, gray,
 // progressive, CMYK, PNG, and at 1/2, 1/4, 1/8 the full decode at that scale; bands come in
-// order and cover the window once; bad input and bad plans are errors naming the key.
+// order and cover the window once, every row placed where libjpeg-turbo writes it through the
+// cache; bad input and bad plans are errors naming the key.
 
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
@@ -323,6 +324,36 @@ TEST_SUITE("image_window_decoder") {
     const auto cmyk = encode_cmyk(photo);
     check_every_window(cmyk, decode_whole(cmyk, 3), 3);
     check_every_window(cmyk, decode_whole(cmyk, 1), 1);
+  }
+
+  TEST_CASE(
+      "every row handed over starts 16 bytes past a 32-byte boundary, where libjpeg-turbo "
+      "writes it through the cache, whatever the image's width") {
+    // On a 32-byte boundary, its AVX2 colour conversion writes the row with non-temporal stores
+    // (around the cache), and the transform reading the row next would fetch it from memory.
+    struct placement_sink {
+      std::size_t rows_seen = 0;
+      std::size_t misplaced = 0;
+      void start(const crema::decoded_window&) {}
+      void rows(const crema::pixel_rows& band) {
+        CHECK(band.stride % 32 == 0);
+        for (std::size_t r = 0; r < band.count; ++r) {
+          ++rows_seen;
+          misplaced += reinterpret_cast<std::uintptr_t>(band.row(r)) % 32 != 16;
+        }
+      }
+    };
+    const pixels photo = decode_whole(read_test_file("coffee.jpg"));
+    crema::image_window_decoder decoder;
+    for (const std::size_t width : {223U, 224U, 240U, 250U, 256U, 300U}) {
+      CAPTURE(width);
+      const auto bytes = encode(photo.cut(0, 0, 64, width), TJSAMP_420);
+      placement_sink sink;
+      // The whole width: no columns cropped, so each row handed over is a row as decoded.
+      decoder.decode(bytes, {{5, 0, 40, width}, 0, 0}, "test.jpg", sink);
+      CHECK(sink.rows_seen == 40);
+      CHECK(sink.misplaced == 0);
+    }
   }
 
   TEST_CASE("a PNG window is the whole PNG cut to it") {
