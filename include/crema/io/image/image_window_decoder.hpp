@@ -255,15 +255,15 @@ class image_window_decoder {
 
     const std::size_t components = static_cast<std::size_t>(info.out_color_components);
     // libjpeg-turbo's AVX2 colour conversion writes a row that starts on a 32-byte boundary
-    // with non-temporal stores, which send it past the cache, from where the sink must then
-    // fetch it back. Every row here starts 16 bytes past one: the stride is whole 32-byte
-    // steps, the first row is placed so.
+    // with non-temporal stores, around the cache, and the sink would then read it from memory.
+    // Every row here starts 16 bytes past one: the stride is whole 32-byte steps, and the first
+    // row is placed so.
     const std::size_t decoded_stride =
         (std::size_t{crop_width} * components + row_step - 1) / row_step * row_step;
     const std::size_t band = std::max<std::size_t>(
         options_.band_rows, static_cast<std::size_t>(std::max(info.rec_outbuf_height, 1)));
-    grow(band_, decoded_stride * band + row_step + row_offset);
-    std::uint8_t* const first_row = aligned_row(band_.data());
+    grow(band_, decoded_stride * band + row_step);  // room to move the first row
+    std::uint8_t* const first_row = place_first_row(band_.data());
     row_pointers_.resize(band);
     for (std::size_t r = 0; r < band; ++r) row_pointers_[r] = first_row + r * decoded_stride;
     const std::size_t offset = (x0 - crop_left) * components;  // the region inside a row
@@ -319,10 +319,11 @@ class image_window_decoder {
     }
   }
 
-  // Rows start `row_offset` bytes past a multiple of `row_step` (see decode_jpeg).
+  // Rows start `row_offset` bytes past a multiple of `row_step` (see decode_jpeg): the first
+  // row is at most `row_step - 1` bytes into the buffer.
   static constexpr std::size_t row_step = 32;
   static constexpr std::size_t row_offset = 16;
-  [[nodiscard]] static std::uint8_t* aligned_row(std::uint8_t* buffer) noexcept {
+  [[nodiscard]] static std::uint8_t* place_first_row(std::uint8_t* buffer) noexcept {
     const std::size_t misplaced = reinterpret_cast<std::uintptr_t>(buffer) % row_step;
     return buffer + (row_step + row_offset - misplaced) % row_step;
   }
