@@ -4,13 +4,17 @@
 // The datasets of benchmarks/caffe_data_layer (50,000 x 3x32x32, crop 28, batch 64; 5,000 x
 // 3x256x256, crop 224, batch 32), one pass per iteration, on 2, 4, 8 and 16 producer threads,
 // each batch uploading on a stream of its own (crema's default) and, beside it, on one stream
-// its consumer's batches share. Beside them, in the same run: the same pipeline into host batches
+// its consumer's batches share, and through one batch_uploader (a thread that starts every
+// batch's upload on its stream, so that the producers make no runtime call to finish a batch).
+// Beside them, in the same run: the same pipeline into host batches
 // (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
 // uploads alone would take). Samples per second and upload GB/s; the data
 // layer is bound by the CPU's work where the ratio is above 1.
+#include <crema/core/cuda/device.hpp>
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -54,16 +58,28 @@ void count_pass(benchmark::State& state, const dataset& set, std::size_t records
   state.SetBytesProcessed(passes * static_cast<std::int64_t>(pass_bytes(set, records)));
 }
 
-// The batches upload on a stream each (`shared_stream` false) or on one they share.
-void data_layer(benchmark::State& state, const dataset& set, bool shared_stream) {
+// Who starts a batch's upload, and on which stream.
+enum class uploads_on {
+  own_stream,     // its producer, on a stream of the batch's own (crema's default)
+  shared_stream,  // its producer, on one stream the consumer's batches share
+  uploader,       // one batch_uploader's thread, on its stream
+};
+
+void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
-  auto uploads = shared_stream ? std::make_shared<crema::cuda_stream>() : nullptr;
+  auto shared =
+      where == uploads_on::shared_stream ? std::make_shared<crema::cuda_stream>() : nullptr;
+  auto uploader = where == uploads_on::uploader
+                      ? std::make_shared<crema::batch_uploader<crema::cuda_stream>>(
+                            crema::cuda::current_device())
+                      : nullptr;
   crema::caffe_batcher batcher(
       {3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
-      [uploads](const crema::batch_context& where, crema::record_shape shape) {
-        return uploads ? batch_type(where.batch_size, shape, uploads)
-                       : batch_type(where.batch_size, shape);
+      [shared, uploader](const crema::batch_context& where_to, crema::record_shape shape) {
+        if (uploader) return batch_type(where_to.batch_size, shape, uploader);
+        if (shared) return batch_type(where_to.batch_size, shape, shared);
+        return batch_type(where_to.batch_size, shape);
       });
   crema::double_buffered_pipeline pipe{
       crema::lmdb_source(db.path()),
@@ -128,19 +144,25 @@ void raw_uploads(benchmark::State& state, const dataset& set) {
   count_pass(state, set, db.records());
 }
 
-BENCHMARK_CAPTURE(data_layer, small, small, false)
+BENCHMARK_CAPTURE(data_layer, small, small, uploads_on::own_stream)
     ->Name("crema/data_layer/small")
     ->Apply(by_threads);
-BENCHMARK_CAPTURE(data_layer, small_shared, small, true)
+BENCHMARK_CAPTURE(data_layer, small_shared, small, uploads_on::shared_stream)
     ->Name("crema-shared-stream/data_layer/small")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(data_layer, small_uploader, small, uploads_on::uploader)
+    ->Name("crema-uploader/data_layer/small")
     ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, small, small)->Name("host/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
-BENCHMARK_CAPTURE(data_layer, large, large, false)
+BENCHMARK_CAPTURE(data_layer, large, large, uploads_on::own_stream)
     ->Name("crema/data_layer/large")
     ->Apply(by_threads);
-BENCHMARK_CAPTURE(data_layer, large_shared, large, true)
+BENCHMARK_CAPTURE(data_layer, large_shared, large, uploads_on::shared_stream)
     ->Name("crema-shared-stream/data_layer/large")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(data_layer, large_uploader, large, uploads_on::uploader)
+    ->Name("crema-uploader/data_layer/large")
     ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, large, large)->Name("host/data_layer/large")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
@@ -159,6 +181,7 @@ int main(int argc, char** argv) {
             const auto name = fmt::format("data_layer/{}/threads:{}/real_time", set->name, threads);
             const double crema_ns = reporter.nanoseconds("crema/" + name);
             const double shared_ns = reporter.nanoseconds("crema-shared-stream/" + name);
+            const double uploader_ns = reporter.nanoseconds("crema-uploader/" + name);
             const double host_ns = reporter.nanoseconds("host/" + name);
             const double raw_ns = reporter.nanoseconds("baseline/" + name);
             if (crema_ns <= 0 || raw_ns <= 0) continue;  // not run (a filter)
@@ -180,6 +203,13 @@ int main(int argc, char** argv) {
                   "    one stream shared by the batches: {:.0f} samples/s ({:.3f} of a stream "
                   "each)\n",
                   static_cast<double>(records) / shared_ns * 1e9, crema_ns / shared_ns);
+            }
+            if (uploader_ns > 0) {
+              fmt::print(
+                  "    one batch_uploader: {:.0f} samples/s ({:.3f} of a stream each; {:.3f} of "
+                  "host batches)\n",
+                  static_cast<double>(records) / uploader_ns * 1e9, crema_ns / uploader_ns,
+                  host_ns > 0 ? host_ns / uploader_ns : 0.0);
             }
           }
         }

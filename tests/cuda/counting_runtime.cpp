@@ -19,9 +19,12 @@ namespace {
 std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(call::count_)> every_thread{};
 thread_local counts calling_thread{};
 
+std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(call::count_)> callers{};
+
 void count(call c) noexcept {
-  every_thread[static_cast<std::size_t>(c)].fetch_add(1, std::memory_order_relaxed);
-  ++calling_thread.of[static_cast<std::size_t>(c)];
+  const auto i = static_cast<std::size_t>(c);
+  every_thread[i].fetch_add(1, std::memory_order_relaxed);
+  if (calling_thread.of[i]++ == 0) callers[i].fetch_add(1, std::memory_order_relaxed);
 }
 
 // What a handle points at: a tag, so that a handle this runtime did not make is refused.
@@ -101,6 +104,10 @@ counts all_threads() noexcept {
 }
 
 counts this_thread() noexcept { return calling_thread; }
+
+std::uint64_t threads_calling(call c) noexcept {
+  return callers[static_cast<std::size_t>(c)].load(std::memory_order_relaxed);
+}
 
 std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_order_relaxed); }
 

@@ -55,5 +55,8 @@ counts all_threads() noexcept;
 std::uint64_t stream_overlaps() noexcept;
 /// @return the calls made so far by the calling thread
 counts this_thread() noexcept;
+/// @return how many threads have made call `c` at least once so far: a feed whose copies all go
+///         through one thread adds one
+std::uint64_t threads_calling(call c) noexcept;
 
 }  // namespace crema::test::counting_cuda

@@ -28,15 +28,24 @@ using batch_type = crema::cuda::device_batch<float>;
 constexpr crema::record_shape shape{3, 8, 8};
 constexpr std::size_t batch_size = 8;
 
-// Fills record r's pixels and label with r; uploads on `uploads`, or, where it is null, on a
-// stream of the batch's own.
+using uploader_type = crema::batch_uploader<crema::cuda_stream>;
+
+// Where the batches upload: a stream of each batch's own, one stream they share, or one
+// uploader's thread and stream.
+struct upload_choice {
+  std::shared_ptr<crema::cuda_stream> shared_stream = nullptr;
+  std::shared_ptr<uploader_type> uploader = nullptr;
+};
+
+// Fills record r's pixels and label with r; uploads as `uploads` says.
 struct fill_on_host {
   using batch_type = ::batch_type;
-  std::shared_ptr<crema::cuda_stream> uploads;
+  upload_choice uploads;
 
   batch_type make_batch(const crema::batch_context& where) const {
-    return uploads ? batch_type(where.batch_size, shape, uploads)
-                   : batch_type(where.batch_size, shape);
+    if (uploads.uploader) return batch_type(where.batch_size, shape, uploads.uploader);
+    if (uploads.shared_stream) return batch_type(where.batch_size, shape, uploads.shared_stream);
+    return batch_type(where.batch_size, shape);
   }
   void operator()(const int& record, batch_type& batch, const crema::sample_context& sample) const {
     const auto pixels = batch.record(sample.index);
@@ -73,15 +82,17 @@ struct counted_run {
   counting::counts consumer;      // the consumer's thread while the pipeline ran
   counting::counts steady;        // every thread, from batch 20 to `batches` - 20
   std::uint64_t stream_overlaps;  // calls that met another on the same stream
+  std::uint64_t copying_threads;  // threads that made their first copy during the run
 };
 
 // Pulls every batch on this thread, its stream waiting for each and releasing it after; checks
 // the consumer's side of each batch (one stream wait, nothing else) and the bytes that arrived.
-counted_run run_counted(std::shared_ptr<crema::cuda_stream> uploads, std::size_t producers) {
+counted_run run_counted(upload_choice uploads, std::size_t producers) {
   crema::cuda_stream compute;  // the consumer's stream
   const auto at_start = counting::all_threads();
   const auto consumer_at_start = counting::this_thread();
   const auto overlaps_at_start = counting::stream_overlaps();
+  const auto copiers_at_start = counting::threads_calling(call::memcpy_async);
   counted_run run{};
   counting::counts warm;
   int pulled = 0;
@@ -124,6 +135,7 @@ counted_run run_counted(std::shared_ptr<crema::cuda_stream> uploads, std::size_t
   CHECK(pulled == batches);
   run.everything = counting::all_threads() - at_start;
   run.stream_overlaps = counting::stream_overlaps() - overlaps_at_start;
+  run.copying_threads = counting::threads_calling(call::memcpy_async) - copiers_at_start;
   return run;
 }
 
@@ -170,7 +182,7 @@ TEST_SUITE("cuda device_batch, counted") {
       "a batch costs one copy and one event on the producer's side and one stream wait on "
       "the consumer's, and steady state makes no stream or memory") {
     crema::test::watchdog guard(60s, "counted device batches");
-    const auto run = run_counted(std::make_shared<crema::cuda_stream>(), 2);
+    const auto run = run_counted({.shared_stream = std::make_shared<crema::cuda_stream>()}, 2);
     check_one_copy_one_event(run, 0);
   }
 
@@ -180,8 +192,22 @@ TEST_SUITE("cuda device_batch, counted") {
     crema::test::watchdog guard(60s, "counted device batches, own streams");
     for (const std::size_t producers : {2, 4}) {
       CAPTURE(producers);
-      const auto run = run_counted(nullptr, producers);
+      const auto run = run_counted({}, producers);
       check_one_copy_one_event(run, prefetch);  // a stream per slot, made with it
+      CHECK(run.stream_overlaps == 0);
+    }
+  }
+
+  TEST_CASE(
+      "batches finished through an uploader: one copy and one event a batch, every copy made on "
+      "the uploader's thread, none by a producer") {
+    crema::test::watchdog guard(60s, "counted device batches, uploader");
+    for (const std::size_t producers : {2, 4}) {
+      CAPTURE(producers);
+      const auto uploader = std::make_shared<uploader_type>(0);  // device 0's stream, made here
+      const auto run = run_counted({.uploader = uploader}, producers);
+      check_one_copy_one_event(run, 0);
+      CHECK(run.copying_threads == 1);  // the uploader's; the producers and consumer copy nothing
       CHECK(run.stream_overlaps == 0);
     }
   }

@@ -1,6 +1,7 @@
 // Device-ready batches: a batch transform fills device_batches that the producers upload, so the
 // consumer gets batches already on (or on their way to) its device, on the emulated device.
 
+#include <crema/memory/limiting_resource_adaptor.hpp>
 #include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
@@ -29,19 +30,36 @@ constexpr crema::record_shape shape{3, 4, 4};
 using batch_type =
     crema::device_batch<float, crema::host_malloc_resource, crema::test::recording_device_resource>;
 
-// Each consumer has its own emulated device and upload stream; record r fills its pixels and its
-// label with r.
+using uploader_type = crema::batch_uploader<crema::emulated_stream>;
+
+// Where a batch's upload is started, and on which stream.
+enum class uploads_on {
+  consumer_stream,  // by the producer, on a stream the consumer's batches share
+  own_stream,       // by the producer, on a stream of the batch's own
+  uploader,         // by the consumer's uploader, on its stream
+};
+
+// Each consumer has its own emulated device, upload stream and uploader; record r fills its
+// pixels and its label with r.
 struct fill_batch {
   using batch_type = ::batch_type;
   std::vector<std::shared_ptr<crema::emulated_stream>> streams;
+  std::vector<std::shared_ptr<uploader_type>> uploaders;
   std::vector<crema::test::recording_device_resource> devices;
 
-  bool own_streams = false;  // each batch uploads on a stream of its own, not its consumer's
+  uploads_on uploads = uploads_on::consumer_stream;
 
   batch_type make_batch(const crema::batch_context& where) const {
-    if (own_streams) return batch_type(where.batch_size, shape, {}, devices.at(where.consumer));
-    return batch_type(where.batch_size, shape, streams.at(where.consumer), {},
-                      devices.at(where.consumer));
+    const auto& device = devices.at(where.consumer);
+    switch (uploads) {
+      case uploads_on::consumer_stream:
+        return batch_type(where.batch_size, shape, streams.at(where.consumer), {}, device);
+      case uploads_on::own_stream:
+        return batch_type(where.batch_size, shape, {}, device);
+      case uploads_on::uploader:
+        return batch_type(where.batch_size, shape, uploaders.at(where.consumer), {}, device);
+    }
+    return batch_type(where.batch_size, shape, {}, device);
   }
   void operator()(const int& record, batch_type& batch, const crema::sample_context& sample) const {
     const auto pixels = batch.record(sample.index);
@@ -55,6 +73,7 @@ struct rig {
   explicit rig(std::size_t consumers) : devices(consumers) {
     for (std::size_t c = 0; c < consumers; ++c) {
       transform.streams.push_back(std::make_shared<crema::emulated_stream>());
+      transform.uploaders.push_back(std::make_shared<uploader_type>());
       transform.devices.emplace_back(devices[c]);
     }
   }
@@ -75,6 +94,10 @@ TEST_SUITE("device_batch") {
       "arrives whole on the consumer's device") {
     crema::test::watchdog guard(60s, "device batches");
     rig setup(2);
+    SUBCASE("the producers start the uploads") {}
+    SUBCASE("an uploader per consumer starts them") {
+      setup.transform.uploads = uploads_on::uploader;
+    }
     std::mutex mutex;
     std::set<std::thread::id> consumer_threads;
     std::vector<int> seen;
@@ -120,14 +143,21 @@ TEST_SUITE("device_batch") {
     CHECK(wrong.load() == 0);
     std::sort(seen.begin(), seen.end());
     CHECK(seen == crema::test::first_numbers(403));
+    std::set<std::thread::id> uploading;
     for (std::size_t c = 0; c < 2; ++c) {
       const auto uploads = setup.transform.devices[c].uploads();
       CHECK(uploads.size() == delivered[c]);  // data and labels together, once per batch
+      std::set<std::thread::id> uploaders_of_c;
       for (const auto& upload : uploads) {
         CHECK(upload.asynchronous);
         CHECK(consumer_threads.count(upload.thread) == 0);
+        uploaders_of_c.insert(upload.thread);
+        uploading.insert(upload.thread);
       }
+      // An uploader's thread starts every upload of its consumer's batches.
+      if (setup.transform.uploads == uploads_on::uploader) CHECK(uploaders_of_c.size() == 1);
     }
+    if (setup.transform.uploads == uploads_on::uploader) CHECK(uploading.size() == 2);
   }
 
   TEST_CASE(
@@ -136,7 +166,10 @@ TEST_SUITE("device_batch") {
     crema::test::watchdog guard(60s, "release_after");
     rig setup(1);
     SUBCASE("the batches upload on their consumer's stream") {}
-    SUBCASE("each batch uploads on a stream of its own") { setup.transform.own_streams = true; }
+    SUBCASE("each batch uploads on a stream of its own") {
+      setup.transform.uploads = uploads_on::own_stream;
+    }
+    SUBCASE("an uploader starts the uploads") { setup.transform.uploads = uploads_on::uploader; }
     crema::emulated_stream compute;  // the consumer's stream: its "kernels" run late
     std::atomic<int> wrong{0};
     std::atomic<int> checked{0};
@@ -206,12 +239,18 @@ TEST_SUITE("device_batch") {
   TEST_CASE("stop from every state, with uploads and device work in flight, frees every byte") {
     crema::test::watchdog guard(60s, "device batch stop");
     rig setup(2);
+    crema::emulated_stream* upload_stream = setup.transform.streams[0].get();
+    SUBCASE("the producers start the uploads") {}
+    SUBCASE("an uploader per consumer starts them") {
+      setup.transform.uploads = uploads_on::uploader;
+      upload_stream = &setup.transform.uploaders[0]->stream();
+    }
     const auto live = [&] {
       return setup.devices[0].stats().live_bytes + setup.devices[1].stats().live_bytes;
     };
     {
       // Producers suspended on full pools, uploads queued behind a slow upload stream.
-      setup.transform.streams[0]->launch([] { std::this_thread::sleep_for(20ms); });
+      upload_stream->launch([] { std::this_thread::sleep_for(20ms); });
       crema::double_buffered_pipeline pipe{
           numbers(100),
           setup.transform,
@@ -261,10 +300,92 @@ TEST_SUITE("device_batch") {
     CHECK(live() == 0);
   }
 
+  TEST_CASE(
+      "a batch whose upload an uploader has not started yet waits for it when moved or "
+      "destroyed, and an upload that failed is thrown to whoever touches the batch next") {
+    crema::test::watchdog guard(60s, "uploader jobs");
+    crema::emulated_device device;
+    const crema::test::recording_device_resource recording(device);
+    const auto uploader = std::make_shared<uploader_type>();
+    // Holds the uploader's thread until opened, so that the jobs submitted after it queue.
+    struct held_job final : uploader_type::job {
+      std::atomic<bool> open{false};
+      void run(crema::emulated_stream& /*stream*/) override {
+        while (!open.load()) std::this_thread::sleep_for(1ms);
+      }
+    };
+    const auto fill = [](auto& batch) {
+      for (std::size_t i = 0; i < batch.capacity(); ++i) {
+        const auto pixels = batch.record(i);
+        std::fill(pixels.begin(), pixels.end(), static_cast<float>(10 + i));
+        batch.set_label(i, static_cast<float>(10 + i));
+      }
+      batch.finish({.size = batch.capacity()});
+    };
+    const auto check_on_device = [](const batch_type& batch) {
+      const auto view = batch.device();
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        CHECK(view.labels.data()[i] == static_cast<float>(10 + i));
+        const float* record = view.data.data() + i * shape.elements();
+        CHECK(std::all_of(record, record + shape.elements(),
+                          [&](float v) { return v == static_cast<float>(10 + i); }));
+      }
+    };
+    held_job hold;
+    std::thread opener;
+    const auto hold_for_a_while = [&] {
+      hold.open = false;
+      uploader->submit(hold);
+      opener = std::thread([&] {
+        std::this_thread::sleep_for(20ms);
+        hold.open = true;
+      });
+    };
+
+    SUBCASE("moved") {
+      batch_type batch(4, shape, uploader, {}, recording);
+      hold_for_a_while();
+      fill(batch);
+      CHECK(recording.uploads().empty());  // queued behind the held job
+      batch_type moved(std::move(batch));
+      CHECK(recording.uploads().size() == 1);  // the move waited for it
+      opener.join();
+      check_on_device(moved);
+      batch_type assigned(4, shape, uploader, {}, recording);
+      hold_for_a_while();
+      fill(moved);
+      assigned = std::move(moved);
+      CHECK(recording.uploads().size() == 2);
+      opener.join();
+      check_on_device(assigned);
+    }
+    SUBCASE("destroyed") {
+      {
+        batch_type batch(4, shape, uploader, {}, recording);
+        hold_for_a_while();
+        fill(batch);
+      }
+      CHECK(recording.uploads().size() == 1);  // started before the batch's memory went
+      opener.join();
+      uploader->stream().synchronize();
+      CHECK(device.stats().live_bytes == 0);
+    }
+    SUBCASE("failed") {
+      using limited = crema::limiting_resource_adaptor<crema::emulated_device_resource>;
+      crema::device_batch<float, crema::host_malloc_resource, limited> batch(
+          4, shape, uploader, {}, limited(crema::emulated_device_resource(device), 64));
+      fill(batch);  // the device block is made on the uploader's thread, past the limit
+      CHECK_THROWS_WITH_AS((void)batch.device(), doctest::Contains("limit of 64 bytes"),
+                           crema::allocation_error);
+      CHECK(device.stats().live_bytes == 0);
+    }
+  }
+
   TEST_CASE("a thousand pipelines of device batches are made, used and destroyed cleanly") {
     crema::test::watchdog guard(300s, "1000 device cycles");
     rig setup(2);
     for (int cycle = 0; cycle < 1000; ++cycle) {
+      setup.transform.uploads = static_cast<uploads_on>(cycle / 3 % 3);
       crema::double_buffered_pipeline pipe{
           numbers(37),
           setup.transform,

@@ -7,6 +7,7 @@
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
+#include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/detail/record_guard.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
@@ -38,7 +39,9 @@ struct device_batch_view {
 /// `record(i)` and `set_label(i, label)`. Its finishing step (`finish`, called by the producer
 /// after the last record) starts one copy of the block on the batch's upload stream (its own, or
 /// one its consumer's batches share), records one event after it and returns: the consumer receives
-/// a batch whose copy is in flight or done. The consumer reads `device()` (the host waits for the
+/// a batch whose copy is in flight or done. Made with a `batch_uploader`, the batch hands that
+/// step to the uploader's thread instead, and whoever touches the batch next first waits until
+/// the uploader has started the copy. The consumer reads `device()` (the host waits for the
 /// copy) or, without blocking the host, `device(consumer_stream)` (the consumer's stream waits for
 /// the copy's event: one wait for data and labels). Releasing the lease with
 /// `release_after(consumer_stream.record())` keeps the next upload into this batch from starting
@@ -85,9 +88,35 @@ class device_batch {
     if (!stream_) detail::fail<config_error>("device_batch: the upload stream is null");
   }
 
+  /// @brief A batch whose uploads `uploader`'s thread starts, on its stream: the producer that
+  /// fills it makes no runtime call to finish it.
+  /// @param uploader the thread and stream of the consumer's device (shared by that consumer's
+  ///                 batches); must be non-null
+  /// @throws crema::length_error if batch_size x shape (and the labels) do not fit in a buffer
+  /// @throws crema::config_error if `uploader` is null
+  device_batch(std::size_t batch_size, record_shape shape,
+               std::shared_ptr<batch_uploader<stream_type>> uploader,
+               HostResource host = HostResource{}, DeviceResource device = DeviceResource{})
+      : upload_(std::move(uploader)),
+        shape_(shape),
+        capacity_(batch_size),
+        data_offset_(labels_stride(batch_size)),
+        block_(block_elements(batch_size, shape, data_offset_), std::move(host), std::move(device)),
+        stream_(upload_.stream()) {
+    if (!stream_) detail::fail<config_error>("device_batch: the uploader is null");
+  }
+
+  /// @brief Moves a batch; waits first for an upload the uploader has not started.
+  device_batch(device_batch&&) noexcept = default;
+  /// @brief As the move constructor, for both batches.
+  device_batch& operator=(device_batch&&) noexcept = default;
+  /// @brief Waits for an upload the uploader has not started, then frees the batch.
+  ~device_batch() { upload_.settle_quietly(); }
+
   /// @brief Record `i`'s elements on the host, to fill (for the transform).
   [[nodiscard]] std::span<T> record(std::size_t i) {
     check_index("record", i);
+    upload_.settle();
     const std::span<T> all = block_.mutable_host();
     const std::size_t begin = data_offset_ + i * shape_.elements();
     if constexpr (detail::misuse_checks) guard_.arm(all, begin + shape_.elements(), i);
@@ -96,6 +125,7 @@ class device_batch {
   /// @brief Sets record `i`'s label on the host (for the transform).
   void set_label(std::size_t i, T label) {
     check_index("set_label", i);
+    upload_.settle();
     block_.mutable_host()[i] = label;
   }
 
@@ -110,20 +140,18 @@ class device_batch {
   /// the event of the last release, if one was given, then starts one copy of what the transform
   /// wrote and records one event after it, and returns. Called by the producer.
   void finish(const batch_info& info) {
+    upload_.settle();
     size_ = info.size;
-    if (retired_pending_) {
-      // The event stays until the consumer's next `retire_after` replaces it: it goes back to the
-      // consumer's stream on the consumer's thread, not on this producer's, where it would meet
-      // the other producers at that stream's event pool.
-      stream_->wait(retired_);
-      retired_pending_ = false;
+    if (upload_.by_uploader()) {
+      upload_.submit(*this);
+    } else {
+      start_upload(*stream_);
     }
-    // A block the transform did not write is already on the device: nothing to copy.
-    (void)block_.device(*stream_);
   }
   /// @brief The next upload into this batch waits for `event` (the consumer's last use of it).
   /// Called through `lease::release_after`.
   void retire_after(event_type event) {
+    upload_.settle();
     retired_ = std::move(event);
     retired_pending_ = true;
   }
@@ -134,17 +162,25 @@ class device_batch {
   /// @throws crema::allocation_error if the device side cannot be allocated (a batch that was
   ///         never filled)
   [[nodiscard]] view_type device(stream_type& stream) const {
+    upload_.settle();
     return view_of(block_.device(stream));
   }
   /// @brief The batch on the device, once the upload has finished: the host waits for it.
-  [[nodiscard]] view_type device() const { return view_of(block_.device()); }
+  [[nodiscard]] view_type device() const {
+    upload_.settle();
+    return view_of(block_.device());
+  }
   /// @brief The records and labels as written on the host, for reading back (tests, a CPU
   /// fallback); waits for a copy in flight.
   [[nodiscard]] std::span<const T> host_data() const {
+    upload_.settle();
     return block_.host().subspan(data_offset_, size_ * shape_.elements());
   }
   /// @brief The labels as written on the host; as `host_data`.
-  [[nodiscard]] std::span<const T> host_labels() const { return block_.host().first(size_); }
+  [[nodiscard]] std::span<const T> host_labels() const {
+    upload_.settle();
+    return block_.host().first(size_);
+  }
 
   /// @return records in this batch (the last of a single pass may hold fewer than `capacity()`)
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -156,11 +192,79 @@ class device_batch {
   [[nodiscard]] stream_type& stream() const noexcept { return *stream_; }
   /// @return the block data and labels share (labels at 0, data at `data_offset()`), for
   ///         engines that manage the copies themselves
-  [[nodiscard]] const buffer_type& buffer() const noexcept { return block_; }
+  [[nodiscard]] const buffer_type& buffer() const {
+    upload_.settle();
+    return block_;
+  }
   /// @return where the data starts in `buffer()`, in elements
   [[nodiscard]] std::size_t data_offset() const noexcept { return data_offset_; }
 
  private:
+  // Who starts the uploads: the producer in `finish` (no uploader), or an uploader's thread, with
+  // the job that stands for this batch there. Declared first among the members, so that a move
+  // waits for the source's upload before anything of the batch moves.
+  class upload_slot {
+   public:
+    upload_slot() = default;
+    explicit upload_slot(std::shared_ptr<batch_uploader<stream_type>> uploader)
+        : uploader_(std::move(uploader)),
+          job_(uploader_ ? std::make_unique<upload_job>() : nullptr) {}
+    upload_slot(upload_slot&& other) noexcept {
+      other.settle_quietly();
+      uploader_ = std::move(other.uploader_);
+      job_ = std::move(other.job_);
+    }
+    upload_slot& operator=(upload_slot&& other) noexcept {
+      settle_quietly();
+      other.settle_quietly();
+      uploader_ = std::move(other.uploader_);
+      job_ = std::move(other.job_);
+      return *this;
+    }
+    ~upload_slot() = default;
+
+    [[nodiscard]] bool by_uploader() const noexcept { return job_ != nullptr; }
+    // The uploader's stream, kept alive through the uploader; null without one.
+    [[nodiscard]] std::shared_ptr<stream_type> stream() const noexcept {
+      if (!uploader_) return nullptr;
+      return {uploader_, &uploader_->stream()};
+    }
+    void submit(device_batch& batch) noexcept {
+      job_->batch = &batch;
+      uploader_->submit(*job_);
+    }
+    // Returns once the batch's upload has been started; rethrows what starting it threw.
+    void settle() const {
+      if (job_) uploader_->settle(*job_);
+    }
+    void settle_quietly() const noexcept {
+      if (job_) uploader_->settle_quietly(*job_);
+    }
+
+   private:
+    struct upload_job final : batch_uploader<stream_type>::job {
+      device_batch* batch = nullptr;  // set at each submit: the batch may have moved since
+      void run(stream_type& stream) override { batch->start_upload(stream); }
+    };
+
+    std::shared_ptr<batch_uploader<stream_type>> uploader_;
+    std::unique_ptr<upload_job> job_;  // its own block: a batch moves, a queued job must not
+  };
+
+  // Makes `stream` wait for the consumer's last release, if one was given, then starts one copy
+  // of what the transform wrote and records one event after it.
+  void start_upload(stream_type& stream) {
+    if (retired_pending_) {
+      // The event stays until the consumer's next `retire_after` replaces it: it goes back to the
+      // consumer's stream on the consumer's thread, not on this producer's (or the uploader's),
+      // where it would meet the other producers at that stream's event pool.
+      stream.wait(retired_);
+      retired_pending_ = false;
+    }
+    // A block the transform did not write is already on the device: nothing to copy.
+    (void)block_.device(stream);
+  }
+
   // The labels' share of the block: `batch_size` elements rounded up to 256 bytes, where 256 is
   // a multiple of the element size, so that the data starts as aligned as the block (cudaMalloc
   // aligns to 256).
@@ -198,6 +302,7 @@ class device_batch {
     detail::check_batch_index("device_batch", call, i, capacity_);
   }
 
+  upload_slot upload_;  // first: see upload_slot
   record_shape shape_;
   std::size_t capacity_;
   std::size_t data_offset_;

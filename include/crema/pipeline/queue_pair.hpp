@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/spin_wait.hpp>
 #include <crema/core/error.hpp>
 #include <crema/pipeline/slot_pool.hpp>
 
