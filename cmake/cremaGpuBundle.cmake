@@ -25,7 +25,7 @@ if(TARGET crema_nvjpeg_tests)  # where nvJPEG is found; the bundle carries its l
   get_filename_component(crema_bundle_search "${crema_NVJPEG_LIBRARY}" DIRECTORY)
 endif()
 set(crema_bundle_programs ${crema_bundle_tests} crema-gpu-info crema-gpu-bench-synced_buffer
-    crema-gpu-bench-device_batches)
+    crema-gpu-bench-device_batches crema-gpu-bench-consumer_cpu)
 # where LMDB, nvJPEG are found
 foreach(optional IN ITEMS crema-gpu-bench-data_layer crema-gpu-bench-jpeg_input crema-cuda-demo)
   if(TARGET ${optional})
