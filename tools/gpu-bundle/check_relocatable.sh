@@ -53,6 +53,17 @@ if ((status != 0)); then
 fi
 grep -q '^gpu-bundle: ' "$work/run.log" || { echo "check_relocatable: no summary line"; problems=1; }
 [[ -s $work/results/summary.json ]] || { echo "check_relocatable: no summary.json"; problems=1; }
+# A benchmark the bundle lacks is bad usage, said before anything runs.
+set +e
+"$copy/run.sh" --benchmarks no_such_benchmark --no-device-ok --results "$work/unused" \
+  >"$work/usage.log" 2>&1
+status=$?
+set -e
+if ((status != 2)) || ! grep -q "no benchmark 'no_such_benchmark'" "$work/usage.log"; then
+  echo "check_relocatable: run.sh --benchmarks with an unknown name exited with $status:"
+  cat "$work/usage.log"
+  problems=1
+fi
 
 ((problems == 0)) && echo "check_relocatable: the bundle works from $copy"
 exit "$problems"

@@ -7,13 +7,15 @@
 # in Python's nvidia-nccl wheel) and compute-sanitizer; nothing of the build machine.
 #
 #   run.sh [--results DIR] [--quick] [--no-sanitizers] [--no-demo] [--no-benchmarks]
-#          [--no-device-ok] [--timeout SECONDS]
+#          [--benchmarks NAMES] [--no-device-ok] [--timeout SECONDS]
 #
 #   --results DIR     where logs and JSON go (default: ./gpu-bundle-results)
 #   --quick           benchmarks briefly, for a smoke run (their figures then mean little)
 #   --no-sanitizers   skip compute-sanitizer
 #   --no-demo         skip crema-cuda-demo
 #   --no-benchmarks   skip the benchmarks
+#   --benchmarks NAMES only these benchmarks, by their names after crema-gpu-bench- and separated
+#                     by commas (data_layer,consumer_cpu), where a session has little GPU time
 #   --no-device-ok    without a GPU, run what needs none and exit 0 (the build machine's check)
 #   --timeout SECONDS each program's run at most (default 300; a sanitizer's run counts as one)
 #
@@ -27,6 +29,7 @@ quick=0
 sanitizers=1
 demo=1
 benchmarks=1
+only_benchmarks=""
 no_device_ok=0
 limit=300
 while (($#)); do
@@ -37,6 +40,8 @@ while (($#)); do
     --no-sanitizers) sanitizers=0 ;;
     --no-demo) demo=0 ;;
     --no-benchmarks) benchmarks=0 ;;
+    --benchmarks) only_benchmarks=${2:?--benchmarks needs names}; shift ;;
+    --benchmarks=*) only_benchmarks=${1#--benchmarks=} ;;
     --no-device-ok) no_device_ok=1 ;;
     --timeout) limit=${2:?--timeout needs seconds}; shift ;;
     --timeout=*) limit=${1#--timeout=} ;;
@@ -46,6 +51,13 @@ while (($#)); do
   shift
 done
 [[ $limit =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout wants seconds, not '$limit'" >&2; exit 2; }
+IFS=, read -r -a chosen_benchmarks <<<"$only_benchmarks"
+for bench in "${chosen_benchmarks[@]}"; do
+  if [[ ! -x $here/bin/crema-gpu-bench-$bench ]]; then
+    echo "run.sh: no benchmark '$bench' in this bundle (see $here/bin/crema-gpu-bench-*)" >&2
+    exit 2
+  fi
+done
 mkdir -p "$results" || { echo "run.sh: cannot make the results folder '$results'" >&2; exit 2; }
 results=$(cd "$results" && pwd)
 
@@ -251,10 +263,12 @@ if ((benchmarks && device)); then
   repetitions=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true
                --benchmark_enable_random_interleaving=true)
   ((quick)) && repetitions=(--benchmark_min_time=0.01)
-  benches=()
-  for program in "$here"/bin/crema-gpu-bench-*; do
-    [[ -x $program ]] && benches+=("${program##*/crema-gpu-bench-}")
-  done
+  benches=("${chosen_benchmarks[@]}")
+  if ((${#benches[@]} == 0)); then
+    for program in "$here"/bin/crema-gpu-bench-*; do
+      [[ -x $program ]] && benches+=("${program##*/crema-gpu-bench-}")
+    done
+  fi
   for bench in "${benches[@]}"; do
     log=$results/bench-$bench.log
     timeout "$limit" "$here/bin/crema-gpu-bench-$bench" "${repetitions[@]}" \
