@@ -96,8 +96,10 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
     compute.synchronize();
   };
   pass();  // every slot's pinned and device memory made, the database in the page cache
+  const gpu::host_cost cost;
   for (auto _ : state) pass();
   count_pass(state, set, db.records());
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
 }
 
 // The same pipeline into host batches on the same threads, nothing uploaded: what the host
@@ -121,8 +123,10 @@ void host_data_layer(benchmark::State& state, const dataset& set) {
     }
   };
   pass();
+  const gpu::host_cost cost;
   for (auto _ : state) pass();
   count_pass(state, set, db.records());
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
 }
 
 // The same bytes, batch by batch, from pinned memory: the uploads alone.
@@ -211,6 +215,17 @@ int main(int argc, char** argv) {
                   static_cast<double>(records) / uploader_ns * 1e9, crema_ns / uploader_ns,
                   host_ns > 0 ? host_ns / uploader_ns : 0.0);
             }
+            // The host's cost of a sample (gpu::host_cost): where a feed stops scaling, whether
+            // the host works harder for each sample or waits.
+            fmt::print("    host CPU a sample (system's share, sleeps a 1,000):");
+            for (const char* feed : {"host", "crema", "crema-shared-stream", "crema-uploader"}) {
+              const std::string of = fmt::format("{}/{}", feed, name);
+              if (reporter.nanoseconds(of) <= 0) continue;
+              fmt::print(
+                  " {} {:.2f} us ({:.2f}, {:.0f});", feed, reporter.counter(of, "host_cpu_us"),
+                  reporter.counter(of, "host_system_share"), reporter.counter(of, "sleeps_per_1k"));
+            }
+            fmt::print("\n");
           }
         }
       });

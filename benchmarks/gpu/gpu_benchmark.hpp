@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 #include <fmt/core.h>
+#include <sys/resource.h>
 
 #include <cstddef>
 #include <cstring>
@@ -56,6 +57,47 @@ std::size_t touch_and_release(Lease& batch, crema::cuda_stream& compute, float* 
   batch.release_after(compute.record());
   return records;
 }
+
+// What the whole process spent on the host over a benchmark's timed runs, per sample: the profile
+// a feed that stops scaling asks for first. Where more producers give fewer samples a second,
+// either each sample costs the host more (CPU and system time up: contention in the runtime or
+// a library; voluntary switches up: threads sleeping on each other) or the host waits for the
+// device (the same CPU a sample). Make it after the untimed warm-up, count after the loop.
+class host_cost {
+ public:
+  host_cost() noexcept : start_(now()) {}
+
+  // Counters: host_cpu_us (user and system, every thread, per sample), host_system_share,
+  // sleeps and preemptions (voluntary and involuntary context switches, per 1,000 samples).
+  void count(benchmark::State& state, double samples) const {
+    const usage end = now();
+    if (samples <= 0) return;
+    const double cpu = end.user_s + end.system_s - start_.user_s - start_.system_s;
+    state.counters["host_cpu_us"] = cpu / samples * 1e6;
+    state.counters["host_system_share"] = cpu > 0 ? (end.system_s - start_.system_s) / cpu : 0.0;
+    state.counters["sleeps_per_1k"] = (end.sleeps - start_.sleeps) / samples * 1e3;
+    state.counters["preemptions_per_1k"] = (end.preemptions - start_.preemptions) / samples * 1e3;
+  }
+
+ private:
+  struct usage {
+    double user_s = 0;
+    double system_s = 0;
+    double sleeps = 0;
+    double preemptions = 0;
+  };
+  static usage now() noexcept {
+    rusage r{};
+    (void)getrusage(RUSAGE_SELF, &r);
+    const auto seconds = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+    };
+    return {seconds(r.ru_utime), seconds(r.ru_stime), static_cast<double>(r.ru_nvcsw),
+            static_cast<double>(r.ru_nivcsw)};
+  }
+
+  usage start_;
+};
 
 // The benchmarks' main: exits 3 (after the line CTest reads as "skipped") where there is no GPU;
 // else runs the registered benchmarks with their ratios, then `epilogue(reporter)`, then names

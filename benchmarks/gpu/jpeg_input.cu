@@ -130,8 +130,10 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
     }
   };
   pass();  // every slot's memory made, every decoder started, the folder in the page cache
+  const gpu::host_cost cost;
   for (auto _ : state) pass();
   count_pass(state);
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(images()));
 }
 
 void nvjpeg_input(benchmark::State& state) {
@@ -196,6 +198,17 @@ int main(int argc, char** argv) {
               "  {} threads: nvJPEG {:.0f}, CPU into CUDA batches {:.0f} ({:.3f} of host; target "
               "0.9), host batches {:.0f}\n",
               threads, nvjpeg, cuda, cuda / host, host);
+        }
+        fmt::print(
+            "host cost of nvJPEG's samples (the whole process: CPU us a sample, the system's "
+            "share, sleeps and preemptions a 1,000):\n");
+        for (const long threads : thread_counts) {
+          const std::string of = name("crema", threads);
+          if (reporter.nanoseconds(of) <= 0) continue;
+          fmt::print("  {} threads: {:.1f} us, {:.2f}, {:.0f}, {:.0f}\n", threads,
+                     reporter.counter(of, "host_cpu_us"), reporter.counter(of, "host_system_share"),
+                     reporter.counter(of, "sleeps_per_1k"),
+                     reporter.counter(of, "preemptions_per_1k"));
         }
         const double host16 = rate(name("baseline", 16));
         const double nvjpeg16 = rate(name("crema", 16));
