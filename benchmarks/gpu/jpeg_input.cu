@@ -1,6 +1,7 @@
 // ImageNet-style training input on a GPU host: RandomResizedCrop(224) + flip + normalise to float
 // from a folder of JPEGs, one pass per iteration, batch 128, on 2, 4, 8 and 16 producer threads:
-//   crema       nvjpeg_batcher: nvJPEG decodes each batch's windows, kernels resample them
+//   crema       nvjpeg_batcher: nvJPEG decodes each batch's windows, kernels resample them; its
+//               producers share 4 decoders (the default), and, beside it, 2, 8 or one each
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
 //   baseline    the same image_batcher into host batches: what the CPU alone delivers, measured
 //               in the same run (the ratio table pairs nvJPEG with it on the same threads)
@@ -30,6 +31,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -43,6 +45,21 @@ constexpr std::size_t batch_size = 128;
 void by_threads(benchmark::internal::Benchmark* bench) {
   bench->ArgName("threads");
   for (const long threads : thread_counts) bench->Arg(threads);
+  bench->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+// nvjpeg_batcher's: threads, then decoders (-1: the default).
+void by_threads_and_decoders(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"threads", "decoders"});
+  for (const long threads : thread_counts) bench->Args({threads, -1});
+  bench->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+// Beside the default: a decoder for every producer (as before decoders were shared), and 16
+// producers sharing fewer or more.
+void other_decoders(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"threads", "decoders"});
+  for (const auto& [threads, decoders] : {std::pair{8L, 0L}, {16L, 0L}, {16L, 2L}, {16L, 8L}}) {
+    bench->Args({threads, decoders});
+  }
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -136,10 +153,14 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(images()));
 }
 
+// nvjpeg_batcher with its default number of decoders, or with the second argument's (0: one
+// for every producer).
 void nvjpeg_input(benchmark::State& state) {
   crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
-  one_pass_each(state, crema::cuda::nvjpeg_batcher<float>(training()), [&](auto& batch) {
+  crema::cuda::nvjpeg_batcher_options options;
+  if (state.range(1) >= 0) options.decoders = static_cast<std::size_t>(state.range(1));
+  one_pass_each(state, crema::cuda::nvjpeg_batcher<float>(training(), options), [&](auto& batch) {
     const std::size_t records = gpu::touch_and_release(batch, compute, sink.floats());
     compute.synchronize();
     return records;
@@ -168,7 +189,8 @@ void host_input(benchmark::State& state) {
   });
 }
 
-BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads);
+BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads_and_decoders);
+BENCHMARK(nvjpeg_input)->Name("crema-decoders/jpeg_input/rrc")->Apply(other_decoders);
 BENCHMARK(cuda_input)->Name("crema-cuda/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(host_input)->Name("baseline/jpeg_input/rrc")->Apply(by_threads);
 
@@ -189,8 +211,13 @@ int main(int argc, char** argv) {
         const auto name = [](const char* kind, long threads) {
           return fmt::format("{}/jpeg_input/rrc/threads:{}/real_time", kind, threads);
         };
+        // nvjpeg_batcher's cases also name the decoders (-1: the default).
+        const auto nvjpeg_name = [](const char* kind, long threads, long decoders = -1) {
+          return fmt::format("{}/jpeg_input/rrc/threads:{}/decoders:{}/real_time", kind, threads,
+                             decoders);
+        };
         for (const long threads : thread_counts) {
-          const double nvjpeg = rate(name("crema", threads));
+          const double nvjpeg = rate(nvjpeg_name("crema", threads));
           const double cuda = rate(name("crema-cuda", threads));
           const double host = rate(name("baseline", threads));
           if (host <= 0) continue;
@@ -203,15 +230,28 @@ int main(int argc, char** argv) {
             "host cost of nvJPEG's samples (the whole process: CPU us a sample, the system's "
             "share, sleeps and preemptions a 1,000):\n");
         for (const long threads : thread_counts) {
-          const std::string of = name("crema", threads);
+          const std::string of = nvjpeg_name("crema", threads);
           if (reporter.nanoseconds(of) <= 0) continue;
           fmt::print("  {} threads: {:.1f} us, {:.2f}, {:.0f}, {:.0f}\n", threads,
                      reporter.counter(of, "host_cpu_us"), reporter.counter(of, "host_system_share"),
                      reporter.counter(of, "sleeps_per_1k"),
                      reporter.counter(of, "preemptions_per_1k"));
         }
+        for (const auto& [threads, decoders] :
+             {std::pair{8L, 0L}, {16L, 0L}, {16L, 2L}, {16L, 8L}}) {
+          const std::string of = nvjpeg_name("crema-decoders", threads, decoders);
+          const double other = rate(of);
+          const double by_default = rate(nvjpeg_name("crema", threads));
+          if (other <= 0 || by_default <= 0) continue;
+          fmt::print(
+              "  {} threads sharing {} decoders: {:.0f} ({:.3f} of the default's {:.0f}); host "
+              "{:.1f} us a sample, {:.0f} sleeps a 1,000\n",
+              threads, decoders == 0 ? std::string("their own") : fmt::format("{}", decoders),
+              other, other / by_default, by_default, reporter.counter(of, "host_cpu_us"),
+              reporter.counter(of, "sleeps_per_1k"));
+        }
         const double host16 = rate(name("baseline", 16));
-        const double nvjpeg16 = rate(name("crema", 16));
+        const double nvjpeg16 = rate(nvjpeg_name("crema", 16));
         const double cuda4 = rate(name("crema-cuda", 4));
         const double cuda16 = rate(name("crema-cuda", 16));
         if (host16 > 0 && nvjpeg16 > 0) {

@@ -23,6 +23,8 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -30,7 +32,9 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -78,6 +82,32 @@ std::vector<T> decode(decoder& gpu, const batch_input& in) {
   gpu.decode<T>(in.images, out.data(), nullptr);
   return out;
 }
+
+// Reads a GPU-decoded batch for `epoch` once `compute` waits for it (the counting runtime's
+// device memory reads as host memory), then gives it back after `compute`'s work.
+auto read_device_batch(crema::cuda_stream& compute) {
+  return [&compute](auto& batch) {
+    const auto on_device = batch->device(compute);
+    std::pair result(
+        std::vector<float>(on_device.data.data(), on_device.data.data() + on_device.data.size()),
+        std::vector<float>(on_device.labels.data(),
+                           on_device.labels.data() + on_device.labels.size()));
+    batch.release_after(compute.record());
+    return result;
+  };
+}
+
+// A decoder whose construction fails while flaky_decoder_failures is above 0, as nvJPEG's start
+// fails without its library.
+std::atomic<int> flaky_decoder_failures{0};
+struct flaky_decoder {
+  flaky_decoder(const crema::image_transform_options& /*options*/,
+                const crema::cuda::nvjpeg_options& /*decoding*/) {
+    if (flaky_decoder_failures.fetch_sub(1) > 0) {
+      throw crema::cuda_error(cudaErrorInitializationError, "no nvJPEG here");
+    }
+  }
+};
 
 std::vector<crema::image_transform_options> every_kind() {
   return {
@@ -271,19 +301,79 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
           scratch.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), producers,
           [&](auto& batch) {
             const auto before = counting::this_thread();
-            const auto on_device = batch->device(compute);
+            auto result = read_device_batch(compute)(batch);
             consumer_waits += (counting::this_thread() - before)[counting::call::stream_wait_event];
-            // The counting runtime's device memory reads as host memory.
-            std::pair result(std::vector<float>(on_device.data.data(),
-                                                on_device.data.data() + on_device.data.size()),
-                             std::vector<float>(on_device.labels.data(),
-                                                on_device.labels.data() + on_device.labels.size()));
-            batch.release_after(compute.record());
             return result;
           });
       CHECK(got == expected);
       CHECK(consumer_waits == expected.size());
     }
+  }
+
+  TEST_CASE("an nvjpeg_batcher's producers share at most its number of decoders a device") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    crema::test::scratch_directory scratch("nvjpeg-shared-decoders");
+    make_folder(scratch.path());
+    const crema::image_transform_options options = every_kind().front();
+    const std::size_t sample = crema::image_transform(options).shape().elements();
+    crema::image_transform_options cpu = options;
+    cpu.decode.dct_scaling = false;
+    const batches expected =
+        epoch(scratch.path(),
+              crema::image_batcher(crema::image_transform(cpu), crema::make_host_batch<float>{}), 1,
+              crema::test::read_host_batch(sample));
+    for (const std::size_t limit : {1, 2}) {
+      CAPTURE(limit);
+      // The copy the pipeline takes shares this one's decoders.
+      const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options, {.decoders = limit});
+      crema::cuda_stream compute;
+      const batches got = epoch(scratch.path(), batcher, 4, read_device_batch(compute));
+      CHECK(got == expected);
+      CHECK(batcher.decoders_made(0) >= 1);
+      CHECK(batcher.decoders_made(0) <= limit);
+    }
+  }
+
+  TEST_CASE("a decoder pool lends each decoder to one borrower and waits while all are lent") {
+    fake::set({});
+    using pool = crema::cuda::basic_nvjpeg_batcher<float, decoder>::decoder_pool;
+    pool decoders(every_kind().front(), {}, 2);
+    std::optional<pool::loan> first(decoders.borrow(0));
+    std::optional<pool::loan> second(decoders.borrow(0));
+    CHECK(&**first != &**second);
+    CHECK(decoders.made(0) == 2);
+    // The limit is a device's: another device's first decoder is made at once.
+    { const pool::loan other = decoders.borrow(1); }
+    CHECK(decoders.made(1) == 1);
+
+    std::atomic<const decoder*> third{nullptr};
+    std::thread borrower([&] {
+      const pool::loan loan = decoders.borrow(0);
+      third = &*loan;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(third.load() == nullptr);  // both lent: it waits
+    const decoder* given_back = &**first;
+    first.reset();
+    borrower.join();
+    CHECK(third.load() == given_back);  // the one given back, not a third one made
+    CHECK(decoders.made(0) == 2);
+
+    pool unlimited(every_kind().front(), {}, 0);
+    std::vector<pool::loan> loans;
+    for (int i = 0; i < 5; ++i) loans.push_back(unlimited.borrow(0));
+    CHECK(unlimited.made(0) == 5);
+  }
+
+  TEST_CASE("a decoder that cannot be made is an error, and the pool stays usable") {
+    using pool = crema::cuda::basic_nvjpeg_batcher<float, flaky_decoder>::decoder_pool;
+    pool decoders(every_kind().front(), {}, 1);
+    flaky_decoder_failures = 1;
+    CHECK_THROWS_WITH_AS((void)decoders.borrow(0), doctest::Contains("no nvJPEG"),
+                         crema::cuda_error);
+    CHECK(decoders.made(0) == 0);
+    const pool::loan loan = decoders.borrow(0);  // would wait forever had the failure counted
+    CHECK(decoders.made(0) == 1);
   }
 
   TEST_CASE("an nvjpeg_batcher stops its pipeline with an error naming a corrupt image") {

@@ -106,8 +106,9 @@ struct nvjpeg_batch_counts {
 /// does not scale the DCT); on the same decoded pixels the values are the CPU path's, byte for
 /// byte (`resample_jobs`). Colour jitter is not done on the GPU.
 ///
-/// One per producer thread; its buffers grow to the largest batch and are then reused. The
-/// device is the one current when `decode` is called.
+/// Used by one thread at a time (an `nvjpeg_batcher` lends its decoders to its producers); its
+/// buffers grow to the largest batch and are then reused. The device is the one current when
+/// `decode` is called.
 /// @tparam Resampler runs a batch's resampling: `resampler(const resample_launch<T>&, stream)`
 ///         queues it on the stream (`kernel_resampler`, nvjpeg_batch_decoder.cuh, on a GPU)
 template <class Resampler>

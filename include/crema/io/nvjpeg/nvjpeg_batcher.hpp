@@ -15,10 +15,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,7 +34,9 @@
 /// takes the encoded Datums) of its batch into the batch's own buffer on its thread, then, as the
 /// batch's finishing step, decodes them all with nvJPEG and resamples them on the GPU straight
 /// into the batch's device memory, on the batch's own stream, and uploads the labels. The
-/// consumer's stream waits for one event a batch. Component `crema::nvjpeg`;
+/// consumer's stream waits for one event a batch. The producers share a few decoders on each
+/// device, lent for one batch's decoding at a time: the GPU's JPEG engine is one, and more
+/// decoders feeding it deliver less. Component `crema::nvjpeg`;
 /// `nvjpeg_batcher<T>` with the kernels is in nvjpeg_batcher.cuh.
 
 namespace crema::cuda {
@@ -40,7 +45,12 @@ namespace crema::cuda {
 struct nvjpeg_batcher_options {
   /// The device of each consumer's batches (consumer i on devices[i]); empty: the device
   /// current when the batches are made.
-  std::vector<int> devices;
+  std::vector<int> devices = {};
+  /// At most this many producers decode at once on each device, each with a decoder (nvJPEG's
+  /// state and buffers) of its own; the others wait for one when their batch is filled. On an
+  /// H100, 16 producers with a decoder each delivered less than 4 (docs/performance.md).
+  /// 0: a decoder for every producer that needs one.
+  std::size_t decoders = 4;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};
 };
@@ -54,6 +64,101 @@ struct nvjpeg_batcher_options {
 template <class T, class Decoder>
 class basic_nvjpeg_batcher {
  public:
+  /// @brief The decoders every copy of a batcher (every producer's) shares, by device: made
+  /// there on first need, at most a limit on each, each lent to one producer at a time for one
+  /// batch's decoding (its nvJPEG state and buffers serve one batch at a time).
+  class decoder_pool {
+   public:
+    /// @brief A decoder lent for one batch: given back when destroyed, even on an error.
+    class loan {
+     public:
+      loan(decoder_pool& pool, int device, std::unique_ptr<Decoder> decoder) noexcept
+          : pool_(&pool), device_(device), decoder_(std::move(decoder)) {}
+      loan(loan&& other) noexcept
+          : pool_(std::exchange(other.pool_, nullptr)),
+            device_(other.device_),
+            decoder_(std::move(other.decoder_)) {}
+      loan(const loan&) = delete;
+      loan& operator=(const loan&) = delete;
+      loan& operator=(loan&&) = delete;
+      ~loan() {
+        if (pool_ != nullptr) pool_->give_back(device_, std::move(decoder_));
+      }
+      Decoder& operator*() const noexcept { return *decoder_; }
+      Decoder* operator->() const noexcept { return decoder_.get(); }
+
+     private:
+      decoder_pool* pool_;
+      int device_;
+      std::unique_ptr<Decoder> decoder_;
+    };
+
+    decoder_pool(image_transform_options transform, nvjpeg_options decoding, std::size_t limit)
+        : transform_(std::move(transform)), decoding_(decoding), limit_(limit) {}
+
+    /// @brief An idle decoder on `device` (the device current), a new one while fewer than the
+    /// limit are made there, else the first given back.
+    /// @throws what making a decoder throws (crema::cuda_error); the pool stays usable
+    [[nodiscard]] loan borrow(int device) {
+      std::unique_lock lock(mutex_);
+      shelf& on = shelf_of(device);
+      returned_.wait(lock, [&] { return !on.idle.empty() || limit_ == 0 || on.made < limit_; });
+      if (!on.idle.empty()) {
+        std::unique_ptr<Decoder> decoder = std::move(on.idle.back());
+        on.idle.pop_back();
+        return loan(*this, device, std::move(decoder));
+      }
+      on.idle.reserve(on.made + 1);  // so that giving it back never allocates
+      ++on.made;
+      lock.unlock();
+      try {
+        return loan(*this, device, std::make_unique<Decoder>(transform_, decoding_));
+      } catch (...) {
+        lock.lock();
+        --on.made;
+        lock.unlock();
+        returned_.notify_all();
+        throw;
+      }
+    }
+
+    /// @return the decoders made on `device`
+    [[nodiscard]] std::size_t made(int device) {
+      const std::scoped_lock lock(mutex_);
+      return shelf_of(device).made;
+    }
+
+   private:
+    struct shelf {
+      int device = 0;
+      std::size_t made = 0;
+      std::vector<std::unique_ptr<Decoder>> idle = {};
+    };
+
+    void give_back(int device, std::unique_ptr<Decoder> decoder) noexcept {
+      {
+        const std::scoped_lock lock(mutex_);
+        shelf_of(device).idle.push_back(std::move(decoder));
+      }
+      returned_.notify_all();  // the waiters may wait for different devices
+    }
+    // The caller holds mutex_.
+    shelf& shelf_of(int device) {
+      for (shelf& on : shelves_) {
+        if (on.device == device) return on;
+      }
+      shelves_.push_back({.device = device});
+      return shelves_.back();
+    }
+
+    image_transform_options transform_;
+    nvjpeg_options decoding_;
+    std::size_t limit_;
+    std::mutex mutex_;
+    std::condition_variable returned_;
+    std::deque<shelf> shelves_;  // a deque: the references borrow holds stay valid
+  };
+
   /// @brief One slot's batch: the encoded images on the host, the samples and labels on the
   /// device. Filled by one producer, then read by the consumer holding its lease.
   class batch {
@@ -62,12 +167,14 @@ class basic_nvjpeg_batcher {
     using view_type = device_batch_view<T>;
     using event_type = cuda_event;
 
-    batch(std::size_t capacity, record_shape shape, int device)
+    batch(std::size_t capacity, record_shape shape, int device,
+          std::shared_ptr<decoder_pool> decoders)
         : shape_(shape),
           capacity_(capacity),
           labels_stride_((capacity + 63) / 64 * 64),
           device_id_(device),
           stream_(std::make_shared<cuda_stream>(device)),
+          decoders_(std::move(decoders)),
           images_(capacity),
           offsets_(capacity + 1),
           keys_(capacity) {
@@ -102,8 +209,9 @@ class basic_nvjpeg_batcher {
     }
 
     /// @brief The finishing step (the producer's): decodes the batch's `info.size` images on
-    /// the batch's stream into its device memory (with the producer's decoder for that device,
-    /// the device made current meanwhile), uploads the labels, records one event.
+    /// the batch's stream into its device memory (with a decoder of the batcher's for that
+    /// device, waiting for one where all are lent; the device made current meanwhile), uploads
+    /// the labels, records one event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
       const scoped_device on(device_id_);
@@ -117,8 +225,8 @@ class basic_nvjpeg_batcher {
             std::span<const std::byte>(bytes_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
         images_[i].key = keys_[i];
       }
-      decoder_->decode(std::span<const encoded_image>(images_).first(size_), data(),
-                       stream_->native_handle());
+      decoders_->borrow(device_id_)->decode(std::span<const encoded_image>(images_).first(size_),
+                                            data(), stream_->native_handle());
       CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(T),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
       ready_ = stream_->record();
@@ -137,7 +245,7 @@ class basic_nvjpeg_batcher {
     // Record i's encoded bytes, sample generator, key and label (the producer's side; records
     // 0, 1, 2, ... in order, as the pipeline fills them).
     void stage(std::size_t i, std::span<const std::byte> encoded, const sample_rng& rng,
-               std::string_view key, std::int32_t label, Decoder& decoder) {
+               std::string_view key, std::int32_t label) {
       ::crema::detail::check_batch_index("nvjpeg_batcher", "record", i, capacity_);
       if (i == 0) {
         // The last decoding of this slot may still read its bytes and labels: done first.
@@ -150,7 +258,6 @@ class basic_nvjpeg_batcher {
       images_[i].rng = rng;
       keys_[i].assign(key);
       static_cast<T*>(labels_.get())[i] = static_cast<T>(label);
-      decoder_ = &decoder;
     }
 
     [[nodiscard]] T* data() const noexcept {
@@ -177,13 +284,13 @@ class basic_nvjpeg_batcher {
     std::size_t labels_stride_;  // labels first, data from this element (256 bytes for float)
     int device_id_;
     std::shared_ptr<cuda_stream> stream_;
-    std::shared_ptr<void> device_;  // labels, then samples
+    std::shared_ptr<decoder_pool> decoders_;  // the batcher's
+    std::shared_ptr<void> device_;            // labels, then samples
     std::shared_ptr<void> labels_;  // pinned
     std::vector<encoded_image> images_;
     std::vector<std::byte> bytes_;      // every record's encoded bytes, one after the other
     std::vector<std::size_t> offsets_;  // record i's bytes: [offsets_[i], offsets_[i + 1])
     std::vector<std::string> keys_;
-    Decoder* decoder_ = nullptr;  // the producer's that filled it
     std::size_t size_ = 0;
     cuda_event ready_{};  // the last decoding and label upload
     cuda_event retired_{};
@@ -196,15 +303,18 @@ class basic_nvjpeg_batcher {
       : transform_(std::move(transform)),
         options_(std::move(options)),
         shape_(image_transform(transform_).shape()),
-        reader_(options_.reading) {
+        reader_(options_.reading),
+        decoders_(std::make_shared<decoder_pool>(transform_, options_.decoding,
+                                                 options_.decoders)) {
     Decoder::check_options(transform_);  // now, not when the first batch is decoded
   }
-  // Each producer's copy makes its own decoders (one per device) when it first fills a batch.
+  // Each producer's copy reads with a reader of its own and shares the decoders.
   basic_nvjpeg_batcher(const basic_nvjpeg_batcher& other)
       : transform_(other.transform_),
         options_(other.options_),
         shape_(other.shape_),
-        reader_(options_.reading) {}
+        reader_(options_.reading),
+        decoders_(other.decoders_) {}
   basic_nvjpeg_batcher& operator=(const basic_nvjpeg_batcher&) = delete;
   basic_nvjpeg_batcher(basic_nvjpeg_batcher&&) noexcept = default;
   basic_nvjpeg_batcher& operator=(basic_nvjpeg_batcher&&) noexcept = delete;
@@ -221,13 +331,17 @@ class basic_nvjpeg_batcher {
     } else {
       CREMA_CUDA_TRY(cudaGetDevice(&device));
     }
-    return batch(where.batch_size, shape_, device);
+    return batch(where.batch_size, shape_, device, decoders_);
+  }
+
+  /// @return the decoders made so far on `device` (at most `nvjpeg_batcher_options::decoders`)
+  [[nodiscard]] std::size_t decoders_made(int device) const {
+    return decoders_->made(device);
   }
 
   /// @brief An image file: read on this producer's thread into the batch.
   void operator()(const image_file& file, batch& to, const sample_context& context) {
-    to.stage(context.index, reader_.read(file), context.rng(), file.relative, file.label,
-             decoder_for(to.device_id_));
+    to.stage(context.index, reader_.read(file), context.rng(), file.relative, file.label);
   }
 
   /// @brief An encoded Datum (what convert_imageset --encoded stores).
@@ -239,27 +353,15 @@ class basic_nvjpeg_batcher {
       ::crema::detail::fail<format_error>(
           "record {}: raw pixels; an nvjpeg_batcher decodes encoded Datums", key);
     }
-    to.stage(context.index, datum.data, context.rng(), key, datum.label,
-             decoder_for(to.device_id_));
+    to.stage(context.index, datum.data, context.rng(), key, datum.label);
   }
 
  private:
-  // This producer's decoder for `device`: made there on first use (its nvJPEG state and
-  // buffers belong to that device).
-  Decoder& decoder_for(int device) {
-    for (auto& [on, decoder] : decoders_) {
-      if (on == device) return *decoder;
-    }
-    const scoped_device on(device);
-    decoders_.emplace_back(device, std::make_unique<Decoder>(transform_, options_.decoding));
-    return *decoders_.back().second;
-  }
-
   image_transform_options transform_;
   nvjpeg_batcher_options options_;
   record_shape shape_;
   image_file_reader reader_;
-  std::vector<std::pair<int, std::unique_ptr<Decoder>>> decoders_;  // this producer's, by device
+  std::shared_ptr<decoder_pool> decoders_;  // every copy's, and every batch's
 };
 
 }  // namespace crema::cuda
