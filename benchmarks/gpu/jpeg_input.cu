@@ -1,7 +1,8 @@
 // ImageNet-style training input on a GPU host: RandomResizedCrop(224) + flip + normalise to float
 // from a folder of JPEGs, one pass per iteration, batch 128, on 2, 4, 8 and 16 producer threads:
 //   crema       nvjpeg_batcher: nvJPEG decodes each batch's windows, kernels resample them; its
-//               producers share 4 decoders (the default), and, beside it, 2, 8 or one each
+//               producers share 4 decoders (the default); crema-nvjpeg: more or fewer decoders,
+//               or one each, beside it
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
 //   baseline    the same image_batcher into host batches: what the CPU alone delivers, measured
 //               in the same run (the ratio table pairs nvJPEG with it on the same threads)
@@ -47,19 +48,17 @@ void by_threads(benchmark::internal::Benchmark* bench) {
   for (const long threads : thread_counts) bench->Arg(threads);
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
-// nvjpeg_batcher's: threads, then decoders (-1: the default).
-void by_threads_and_decoders(benchmark::internal::Benchmark* bench) {
+// nvjpeg_batcher's other decoder counts, each beside the default on the same threads: a decoder
+// for every producer (0, as before they were shared), and 16 producers sharing fewer or more.
+struct nvjpeg_setting {
+  long threads;
+  long decoders;
+};
+constexpr std::array<nvjpeg_setting, 4> nvjpeg_settings{{{8, 0}, {16, 0}, {16, 2}, {16, 8}}};
+
+void by_setting(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"threads", "decoders"});
-  for (const long threads : thread_counts) bench->Args({threads, -1});
-  bench->UseRealTime()->Unit(benchmark::kMillisecond);
-}
-// Beside the default: a decoder for every producer (as before decoders were shared), and 16
-// producers sharing fewer or more.
-void other_decoders(benchmark::internal::Benchmark* bench) {
-  bench->ArgNames({"threads", "decoders"});
-  for (const auto& [threads, decoders] : {std::pair{8L, 0L}, {16L, 0L}, {16L, 2L}, {16L, 8L}}) {
-    bench->Args({threads, decoders});
-  }
+  for (const auto& [threads, decoders] : nvjpeg_settings) bench->Args({threads, decoders});
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -153,18 +152,25 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(images()));
 }
 
-// nvjpeg_batcher with its default number of decoders, or with the second argument's (0: one
-// for every producer).
-void nvjpeg_input(benchmark::State& state) {
+template <class Options>
+void nvjpeg_passes(benchmark::State& state, const Options& options) {
   crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
-  crema::cuda::nvjpeg_batcher_options options;
-  if (state.range(1) >= 0) options.decoders = static_cast<std::size_t>(state.range(1));
   one_pass_each(state, crema::cuda::nvjpeg_batcher<float>(training(), options), [&](auto& batch) {
     const std::size_t records = gpu::touch_and_release(batch, compute, sink.floats());
     compute.synchronize();
     return records;
   });
+}
+
+void nvjpeg_input(benchmark::State& state) {
+  nvjpeg_passes(state, crema::cuda::nvjpeg_batcher_options{});
+}
+
+void nvjpeg_input_setting(benchmark::State& state) {
+  crema::cuda::nvjpeg_batcher_options options;
+  options.decoders = static_cast<std::size_t>(state.range(1));
+  nvjpeg_passes(state, options);
 }
 
 void cuda_input(benchmark::State& state) {
@@ -189,8 +195,8 @@ void host_input(benchmark::State& state) {
   });
 }
 
-BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads_and_decoders);
-BENCHMARK(nvjpeg_input)->Name("crema-decoders/jpeg_input/rrc")->Apply(other_decoders);
+BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads);
+BENCHMARK(nvjpeg_input_setting)->Name("crema-nvjpeg/jpeg_input/rrc")->Apply(by_setting);
 BENCHMARK(cuda_input)->Name("crema-cuda/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(host_input)->Name("baseline/jpeg_input/rrc")->Apply(by_threads);
 
@@ -211,13 +217,8 @@ int main(int argc, char** argv) {
         const auto name = [](const char* kind, long threads) {
           return fmt::format("{}/jpeg_input/rrc/threads:{}/real_time", kind, threads);
         };
-        // nvjpeg_batcher's cases also name the decoders (-1: the default).
-        const auto nvjpeg_name = [](const char* kind, long threads, long decoders = -1) {
-          return fmt::format("{}/jpeg_input/rrc/threads:{}/decoders:{}/real_time", kind, threads,
-                             decoders);
-        };
         for (const long threads : thread_counts) {
-          const double nvjpeg = rate(nvjpeg_name("crema", threads));
+          const double nvjpeg = rate(name("crema", threads));
           const double cuda = rate(name("crema-cuda", threads));
           const double host = rate(name("baseline", threads));
           if (host <= 0) continue;
@@ -230,18 +231,18 @@ int main(int argc, char** argv) {
             "host cost of nvJPEG's samples (the whole process: CPU us a sample, the system's "
             "share, sleeps and preemptions a 1,000):\n");
         for (const long threads : thread_counts) {
-          const std::string of = nvjpeg_name("crema", threads);
+          const std::string of = name("crema", threads);
           if (reporter.nanoseconds(of) <= 0) continue;
           fmt::print("  {} threads: {:.1f} us, {:.2f}, {:.0f}, {:.0f}\n", threads,
                      reporter.counter(of, "host_cpu_us"), reporter.counter(of, "host_system_share"),
                      reporter.counter(of, "sleeps_per_1k"),
                      reporter.counter(of, "preemptions_per_1k"));
         }
-        for (const auto& [threads, decoders] :
-             {std::pair{8L, 0L}, {16L, 0L}, {16L, 2L}, {16L, 8L}}) {
-          const std::string of = nvjpeg_name("crema-decoders", threads, decoders);
+        for (const auto& [threads, decoders] : nvjpeg_settings) {
+          const std::string of = fmt::format(
+              "crema-nvjpeg/jpeg_input/rrc/threads:{}/decoders:{}/real_time", threads, decoders);
           const double other = rate(of);
-          const double by_default = rate(nvjpeg_name("crema", threads));
+          const double by_default = rate(name("crema", threads));
           if (other <= 0 || by_default <= 0) continue;
           fmt::print(
               "  {} threads sharing {} decoders: {:.0f} ({:.3f} of the default's {:.0f}); host "
@@ -251,7 +252,7 @@ int main(int argc, char** argv) {
               reporter.counter(of, "sleeps_per_1k"));
         }
         const double host16 = rate(name("baseline", 16));
-        const double nvjpeg16 = rate(nvjpeg_name("crema", 16));
+        const double nvjpeg16 = rate(name("crema", 16));
         const double cuda4 = rate(name("crema-cuda", 4));
         const double cuda16 = rate(name("crema-cuda", 16));
         if (host16 > 0 && nvjpeg16 > 0) {

@@ -225,8 +225,11 @@ class basic_nvjpeg_batcher {
             std::span<const std::byte>(bytes_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
         images_[i].key = keys_[i];
       }
-      decoders_->borrow(device_id_)->decode(std::span<const encoded_image>(images_).first(size_),
-                                            data(), stream_->native_handle());
+      {
+        const auto decoder = decoders_->borrow(device_id_);  // waits while every one is lent
+        decoder->decode(std::span<const encoded_image>(images_).first(size_), data(),
+                        stream_->native_handle());
+      }
       CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(T),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
       ready_ = stream_->record();
@@ -286,7 +289,7 @@ class basic_nvjpeg_batcher {
     std::shared_ptr<cuda_stream> stream_;
     std::shared_ptr<decoder_pool> decoders_;  // the batcher's
     std::shared_ptr<void> device_;            // labels, then samples
-    std::shared_ptr<void> labels_;  // pinned
+    std::shared_ptr<void> labels_;            // pinned
     std::vector<encoded_image> images_;
     std::vector<std::byte> bytes_;      // every record's encoded bytes, one after the other
     std::vector<std::size_t> offsets_;  // record i's bytes: [offsets_[i], offsets_[i + 1])
@@ -304,8 +307,8 @@ class basic_nvjpeg_batcher {
         options_(std::move(options)),
         shape_(image_transform(transform_).shape()),
         reader_(options_.reading),
-        decoders_(std::make_shared<decoder_pool>(transform_, options_.decoding,
-                                                 options_.decoders)) {
+        decoders_(
+            std::make_shared<decoder_pool>(transform_, options_.decoding, options_.decoders)) {
     Decoder::check_options(transform_);  // now, not when the first batch is decoded
   }
   // Each producer's copy reads with a reader of its own and shares the decoders.
@@ -335,9 +338,7 @@ class basic_nvjpeg_batcher {
   }
 
   /// @return the decoders made so far on `device` (at most `nvjpeg_batcher_options::decoders`)
-  [[nodiscard]] std::size_t decoders_made(int device) const {
-    return decoders_->made(device);
-  }
+  [[nodiscard]] std::size_t decoders_made(int device) const { return decoders_->made(device); }
 
   /// @brief An image file: read on this producer's thread into the batch.
   void operator()(const image_file& file, batch& to, const sample_context& context) {
