@@ -8,7 +8,8 @@
 // batch's upload on its stream, so that the producers make no runtime call to finish a batch).
 // Beside them, in the same run: the same pipeline into host batches
 // (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
-// uploads alone would take). Samples per second and upload GB/s; the data
+// uploads alone would take), and the producers' runtime calls alone (calls/: each thread finishes
+// a batch of one float over and over). Samples per second and upload GB/s; the data
 // layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/core/cuda/device.hpp>
 #include <crema/io/caffe_batcher.hpp>
@@ -29,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace {
 
@@ -148,6 +150,35 @@ void raw_uploads(benchmark::State& state, const dataset& set) {
   count_pass(state, set, db.records());
 }
 
+// The producer's runtime calls alone: each benchmark thread fills one float into a device batch
+// of its own and finishes it, over and over (the wait for the batch's last upload, one copy, one
+// event: what a producer of the feed calls for each batch), so that neither records nor bytes
+// cost anything. Batches a second on all threads together: where a feed's batches a second come
+// near it, its producers' runtime calls are its bound.
+// Four batches a thread, taken in turn, so that a batch's last upload is, as in the feed, most
+// often done when it is filled again.
+void producer_calls(benchmark::State& state) {
+  std::vector<batch_type> batches;
+  for (int i = 0; i < 4; ++i) batches.emplace_back(1, crema::record_shape{});
+  std::size_t next = 0;
+  for (auto _ : state) {
+    batch_type& batch = batches[next];
+    next = (next + 1) % batches.size();
+    batch.record(0)[0] = 1.0F;
+    batch.set_label(0, 0.0F);
+    batch.finish({.size = 1});
+  }
+  for (const batch_type& batch : batches) (void)batch.device();  // the uploads done
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+BENCHMARK(producer_calls)
+    ->Name("calls/data_layer/producer")
+    ->Threads(2)
+    ->Threads(4)
+    ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(data_layer, small, small, uploads_on::own_stream)
     ->Name("crema/data_layer/small")
     ->Apply(by_threads);
@@ -226,6 +257,20 @@ int main(int argc, char** argv) {
                   reporter.counter(of, "host_system_share"), reporter.counter(of, "sleeps_per_1k"));
             }
             fmt::print("\n");
+            if (set == &small) {
+              // The batches a second of the producers' runtime calls alone, on as many threads.
+              const double calls = reporter.counter(
+                  fmt::format("calls/data_layer/producer/real_time/threads:{}", threads),
+                  "items_per_second");
+              if (calls > 0) {
+                const double batches =
+                    static_cast<double>(records) / crema_ns * 1e9 / static_cast<double>(set->batch);
+                fmt::print(
+                    "    the producers' runtime calls alone: {:.0f} batches/s on {} threads; "
+                    "the feed made {:.0f} ({:.3f} of it)\n",
+                    calls, threads, batches, batches / calls);
+              }
+            }
           }
         }
       });
