@@ -58,7 +58,9 @@ class stream_call {
 };
 struct event_object {
   std::uint32_t tag = 0x45564e54;  // "EVNT"
+  bool blocking = false;           // made with cudaEventBlockingSync
 };
+std::atomic<std::uint64_t> spinning{0};  // cudaEventSynchronize on events without it
 
 thread_local cudaError_t last_error = cudaSuccess;
 
@@ -110,6 +112,7 @@ std::uint64_t threads_calling(call c) noexcept {
 }
 
 std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_order_relaxed); }
+std::uint64_t spinning_waits() noexcept { return spinning.load(std::memory_order_relaxed); }
 
 }  // namespace crema::test::counting_cuda
 
@@ -120,6 +123,7 @@ using crema::test::counting_cuda::fail;
 using crema::test::counting_cuda::is_event;
 using crema::test::counting_cuda::is_stream;
 using crema::test::counting_cuda::last_error;
+using crema::test::counting_cuda::spinning;
 using crema::test::counting_cuda::stream_call;
 using crema::test::counting_cuda::stream_object;
 
@@ -212,8 +216,12 @@ cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
   *event = reinterpret_cast<cudaEvent_t>(new (std::nothrow) event_object);
   return *event != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
-cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
-  return cudaEventCreate(event);
+cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  const cudaError_t status = cudaEventCreate(event);
+  if (status == cudaSuccess) {
+    reinterpret_cast<event_object*>(*event)->blocking = (flags & cudaEventBlockingSync) != 0;
+  }
+  return status;
 }
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
   count(call::event_destroy);
@@ -233,7 +241,11 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
 }
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   count(call::event_synchronize);
-  return is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (!reinterpret_cast<const event_object*>(event)->blocking) {
+    spinning.fetch_add(1, std::memory_order_relaxed);
+  }
+  return cudaSuccess;
 }
 
 }  // extern "C"

@@ -53,6 +53,9 @@ counts all_threads() noexcept;
 /// @return how many calls on a stream (a copy, a record, a wait) found another call on the same
 ///         stream still running: threads that shared a stream at the same moment
 std::uint64_t stream_overlaps() noexcept;
+/// @return how many cudaEventSynchronize calls waited on an event made without
+///         cudaEventBlockingSync: on a GPU such a wait spins on a core until the event completes
+std::uint64_t spinning_waits() noexcept;
 /// @return the calls made so far by the calling thread
 counts this_thread() noexcept;
 /// @return how many threads have made call `c` at least once so far: a feed whose copies all go

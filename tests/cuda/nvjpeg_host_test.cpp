@@ -258,6 +258,18 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(calls[counting::call::event_synchronize] == 1);  // the previous batch's
   }
 
+  TEST_CASE("the decoder waits for its last batch asleep, not spinning on a core") {
+    fake::set({});
+    decoder gpu(every_kind().front());
+    const batch_input in = photographs(2);
+    const auto before = counting::this_thread();
+    const std::uint64_t spinning = counting::spinning_waits();
+    for (int batch = 0; batch < 3; ++batch) (void)decode<float>(gpu, in);
+    // Each batch after the first waits for the one before (its buffers are reused).
+    CHECK((counting::this_thread() - before)[counting::call::event_synchronize] == 2);
+    CHECK(counting::spinning_waits() == spinning);
+  }
+
   TEST_CASE("every nvJPEG object the decoder makes is destroyed with it") {
     fake::set({.hardware_engine = true, .engine_takes_images = false});
     const std::size_t before = fake::live_objects();

@@ -145,7 +145,11 @@ class basic_nvjpeg_batch_decoder {
     try {
       if (hardware_) CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &hardware_state_));
       CREMA_NVJPEG_TRY(nvjpegDecoderCreate(handle_, NVJPEG_BACKEND_GPU_HYBRID, &hybrid_));
-      CREMA_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+      // The next batch waits on it for up to a whole batch's decoding: asleep, not spinning
+      // (the runtime's default here), so that the core goes to the producers reading files and
+      // to whatever else the host runs meanwhile.
+      CREMA_CUDA_TRY(
+          cudaEventCreateWithFlags(&done_, cudaEventDisableTiming | cudaEventBlockingSync));
     } catch (...) {
       release();
       throw;
