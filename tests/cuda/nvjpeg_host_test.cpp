@@ -83,6 +83,16 @@ std::vector<T> decode(decoder& gpu, const batch_input& in) {
   return out;
 }
 
+// One epoch of `root` through the CPU pipeline with `options` decoded at full size (as the GPU
+// decoder does): the batches a GPU-decoded epoch must equal.
+batches cpu_epoch(const std::filesystem::path& root, crema::image_transform_options options) {
+  options.decode.dct_scaling = false;
+  const std::size_t sample = crema::image_transform(options).shape().elements();
+  return epoch(
+      root, crema::image_batcher(crema::image_transform(options), crema::make_host_batch<float>{}),
+      1, crema::test::read_host_batch(sample));
+}
+
 // Reads a GPU-decoded batch for `epoch` once `compute` waits for it (the counting runtime's
 // device memory reads as host memory), then gives it back after `compute`'s work.
 auto read_device_batch(crema::cuda_stream& compute) {
@@ -296,14 +306,8 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     fake::set({.hardware_engine = true, .engine_takes_images = true});
     crema::test::scratch_directory scratch("nvjpeg-folder");
     make_folder(scratch.path());
-    crema::image_transform_options options = every_kind().front();
-    const std::size_t sample = crema::image_transform(options).shape().elements();
-    crema::image_transform_options cpu = options;
-    cpu.decode.dct_scaling = false;
-    const batches expected =
-        epoch(scratch.path(),
-              crema::image_batcher(crema::image_transform(cpu), crema::make_host_batch<float>{}), 1,
-              crema::test::read_host_batch(sample));
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);
     REQUIRE(expected.size() == 4);  // 16 images in batches of 4
     for (const std::size_t producers : {1, 3}) {
       CAPTURE(producers);
@@ -327,13 +331,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     crema::test::scratch_directory scratch("nvjpeg-shared-decoders");
     make_folder(scratch.path());
     const crema::image_transform_options options = every_kind().front();
-    const std::size_t sample = crema::image_transform(options).shape().elements();
-    crema::image_transform_options cpu = options;
-    cpu.decode.dct_scaling = false;
-    const batches expected =
-        epoch(scratch.path(),
-              crema::image_batcher(crema::image_transform(cpu), crema::make_host_batch<float>{}), 1,
-              crema::test::read_host_batch(sample));
+    const batches expected = cpu_epoch(scratch.path(), options);
     for (const std::size_t limit : {1, 2}) {
       CAPTURE(limit);
       // The copy the pipeline takes shares this one's decoders.
