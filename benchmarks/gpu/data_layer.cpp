@@ -8,8 +8,10 @@
 // batch's upload on its stream, so that the producers make no runtime call to finish a batch).
 // Beside them, in the same run: the same pipeline into host batches
 // (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
-// uploads alone would take), and the producers' runtime calls alone (calls/: each thread finishes
-// a batch of one float over and over). Samples per second and upload GB/s; the data
+// uploads alone would take), the producers' runtime calls alone (calls/: each thread finishes
+// a batch of one float over and over, and then whole small batches that it barely writes), and
+// CUDA batches in write-combined pinned memory. Samples per second and upload GB/s, the host's
+// CPU a sample, and who waited (the consumer for batches, the producers for slots); the data
 // layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/core/cuda/device.hpp>
 #include <crema/io/caffe_batcher.hpp>
@@ -19,17 +21,25 @@
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
+#include <crema/pipeline/stats.hpp>
 
 #include "caffe_data_layer/shape.hpp"
 #include "gpu/gpu_benchmark.hpp"
 
 #include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
 #include <fmt/core.h>
+#include <sys/mman.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <span>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -40,6 +50,24 @@ using crema::bench::data_layer::large;
 using crema::bench::data_layer::small;
 
 using batch_type = crema::cuda::device_batch<float>;
+
+// Pinned host memory the CPU writes through its write-combining buffers, around its caches: the
+// transform's stores go to memory without reading the lines first, and the copy engine reads
+// lines no core holds. Reading it back on the host is slow (uncached).
+struct write_combined_pinned {
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment) const {
+    if (alignment > 256) throw std::bad_alloc();
+    void* pointer = nullptr;
+    CREMA_CUDA_TRY(
+        cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable | cudaHostAllocWriteCombined));
+    return pointer;
+  }
+  void deallocate(void* pointer, std::size_t /*bytes*/, std::size_t /*alignment*/) const noexcept {
+    (void)cudaFreeHost(pointer);
+  }
+};
+using write_combined_batch =
+    crema::device_batch<float, write_combined_pinned, crema::cuda_device_resource>;
 
 constexpr std::array<long, 4> thread_counts{2, 4, 8, 16};
 
@@ -67,6 +95,31 @@ enum class uploads_on {
   uploader,       // one batch_uploader's thread, on its stream
 };
 
+// Where the feed waited over the timed passes (its pipeline_stats): the consumer for a batch (the
+// producers are the bound) or the producers for a free slot (the consumer, or the uploads, are).
+class feed_waits {
+ public:
+  explicit feed_waits(const crema::pipeline_stats& start) noexcept
+      : start_(start), begun_(std::chrono::steady_clock::now()) {}
+
+  // Counters: consumer_wait_share (of the wall time), producer_wait_share (of the producers'
+  // wall time together).
+  void count(benchmark::State& state, const crema::pipeline_stats& end,
+             std::size_t producers) const {
+    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - begun_;
+    if (wall.count() <= 0) return;
+    const std::chrono::duration<double> consumer = end.consumer_wait - start_.consumer_wait;
+    const std::chrono::duration<double> producer = end.producer_wait - start_.producer_wait;
+    state.counters["consumer_wait_share"] = consumer / wall;
+    state.counters["producer_wait_share"] = producer / (wall * static_cast<double>(producers));
+  }
+
+ private:
+  crema::pipeline_stats start_;
+  std::chrono::steady_clock::time_point begun_;
+};
+
+template <class Batch = batch_type>
 void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
@@ -79,9 +132,9 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   crema::caffe_batcher batcher(
       {3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
       [shared, uploader](const crema::batch_context& where_to, crema::record_shape shape) {
-        if (uploader) return batch_type(where_to.batch_size, shape, uploader);
-        if (shared) return batch_type(where_to.batch_size, shape, shared);
-        return batch_type(where_to.batch_size, shape);
+        if (uploader) return Batch(where_to.batch_size, shape, uploader);
+        if (shared) return Batch(where_to.batch_size, shape, shared);
+        return Batch(where_to.batch_size, shape);
       });
   crema::double_buffered_pipeline pipe{
       crema::lmdb_source(db.path()),
@@ -99,9 +152,16 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   };
   pass();  // every slot's pinned and device memory made, the database in the page cache
   const gpu::host_cost cost;
+  const feed_waits waits(pipe.stats());
   for (auto _ : state) pass();
   count_pass(state, set, db.records());
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
+  waits.count(state, pipe.stats(), threads);
+}
+
+// The default feed with its batches in write-combined pinned memory.
+void write_combined_data_layer(benchmark::State& state, const dataset& set) {
+  data_layer<write_combined_batch>(state, set, uploads_on::own_stream);
 }
 
 // The same pipeline into host batches on the same threads, nothing uploaded: what the host
@@ -126,9 +186,11 @@ void host_data_layer(benchmark::State& state, const dataset& set) {
   };
   pass();
   const gpu::host_cost cost;
+  const feed_waits waits(pipe.stats());
   for (auto _ : state) pass();
   count_pass(state, set, db.records());
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
+  waits.count(state, pipe.stats(), threads);
 }
 
 // The same bytes, batch by batch, from pinned memory: the uploads alone.
@@ -157,23 +219,237 @@ void raw_uploads(benchmark::State& state, const dataset& set) {
 // near it, its producers' runtime calls are its bound.
 // Four batches a thread, taken in turn, so that a batch's last upload is, as in the feed, most
 // often done when it is filled again.
-void producer_calls(benchmark::State& state) {
+// With `set`, each batch is one of that set's and uploads all its bytes, while the host still
+// writes one float a record: the runtime calls and the copies, without the producers' work.
+void producer_calls(benchmark::State& state, const dataset* set) {
+  const std::size_t size = set != nullptr ? set->batch : 1;
+  const crema::record_shape shape =
+      set != nullptr ? crema::record_shape{3, set->crop, set->crop} : crema::record_shape{};
   std::vector<batch_type> batches;
-  for (int i = 0; i < 4; ++i) batches.emplace_back(1, crema::record_shape{});
+  for (int i = 0; i < 4; ++i) batches.emplace_back(size, shape);
   std::size_t next = 0;
   for (auto _ : state) {
     batch_type& batch = batches[next];
     next = (next + 1) % batches.size();
-    batch.record(0)[0] = 1.0F;
-    batch.set_label(0, 0.0F);
-    batch.finish({.size = 1});
+    for (std::size_t i = 0; i < size; ++i) {
+      batch.record(i)[0] = 1.0F;
+      batch.set_label(i, 0.0F);
+    }
+    batch.finish({.size = size});
   }
   for (const batch_type& batch : batches) (void)batch.device();  // the uploads done
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
-BENCHMARK(producer_calls)
+// Where a producer's time goes in the small feed (profile/): each batch type below is timed by
+// `timed`, and a feed of it reports, per batch, how long its first record() took (for a CUDA batch,
+// the wait for the slot's last upload), the transform's time a sample (from record(i) to
+// set_label(i)), and how long finish() took (the upload started). Beside the default CUDA batch
+// and the host batch: the CUDA batch that never uploads (pinned memory, slots refilled oldest
+// first, no runtime call, no copy) and the host batch refilled oldest first, as CUDA batches are
+// (malloc'd memory, no runtime call): which of the memory, the order of refills and the uploads
+// costs the producers their time.
+struct fill_totals {
+  std::atomic<std::int64_t> first_record_ns{0};
+  std::atomic<std::int64_t> transform_ns{0};
+  std::atomic<std::int64_t> finish_ns{0};
+  std::atomic<std::int64_t> batches{0};
+  std::atomic<std::int64_t> records{0};
+
+  void reset() {
+    for (auto* total : {&first_record_ns, &transform_ns, &finish_ns, &batches, &records}) {
+      total->store(0);
+    }
+  }
+  void count(benchmark::State& state) const {
+    const double batch_count = static_cast<double>(batches.load());
+    const double record_count = static_cast<double>(records.load());
+    if (batch_count <= 0 || record_count <= 0) return;
+    state.counters["first_record_us"] =
+        static_cast<double>(first_record_ns.load()) / batch_count / 1e3;
+    state.counters["transform_us"] = static_cast<double>(transform_ns.load()) / record_count / 1e3;
+    state.counters["finish_us"] = static_cast<double>(finish_ns.load()) / batch_count / 1e3;
+  }
+};
+fill_totals fill_time;
+
+template <class Batch>
+class timed : public Batch {
+ public:
+  using Batch::Batch;
+  using clock = std::chrono::steady_clock;
+
+  std::span<float> record(std::size_t i) {
+    const auto asked = clock::now();
+    const std::span<float> out = Batch::record(i);
+    started_ = clock::now();
+    if (i == 0) first_record_ += started_ - asked;
+    return out;
+  }
+  void set_label(std::size_t i, float label) {
+    transform_ += clock::now() - started_;
+    ++records_;
+    Batch::set_label(i, label);
+  }
+  void finish(const crema::batch_info& info) {
+    const auto asked = clock::now();
+    Batch::finish(info);
+    const auto finish = clock::now() - asked;
+    const auto ns = [](clock::duration time) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(time).count();
+    };
+    fill_time.first_record_ns.fetch_add(ns(first_record_), std::memory_order_relaxed);
+    fill_time.transform_ns.fetch_add(ns(transform_), std::memory_order_relaxed);
+    fill_time.finish_ns.fetch_add(ns(finish), std::memory_order_relaxed);
+    fill_time.batches.fetch_add(1, std::memory_order_relaxed);
+    fill_time.records.fetch_add(records_, std::memory_order_relaxed);
+    first_record_ = transform_ = clock::duration::zero();
+    records_ = 0;
+  }
+
+ private:
+  clock::time_point started_{};
+  clock::duration first_record_{};
+  clock::duration transform_{};
+  std::int64_t records_ = 0;
+};
+
+// A CUDA batch that never uploads: pinned memory, refilled oldest first (it retires after device
+// work), no runtime call.
+class no_upload_batch : public batch_type {
+ public:
+  using batch_type::batch_type;
+  void finish(const crema::batch_info& info) noexcept { size_ = info.size; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  std::size_t size_ = 0;
+};
+
+// A host batch refilled oldest first, as CUDA batches are.
+struct least_recent_host_batch : crema::host_batch<float> {
+  using crema::host_batch<float>::host_batch;
+  void retire_after(int /*unused*/) noexcept {}
+};
+
+// The default CUDA batch refilled newest first, as host batches are (and waiting, as they do, for
+// the slot it handed on last, where that is short beside a fill).
+struct most_recent_batch : batch_type {
+  using batch_type::batch_type;
+  static constexpr crema::slot_reuse refill_order = crema::slot_reuse::most_recent;
+};
+
+// Host memory on transparent huge pages (where the kernel gives them), pinned by
+// cudaHostRegister: whether the pages' size costs cudaHostAlloc's memory its time.
+struct registered_huge_pages {
+  static constexpr std::size_t huge = std::size_t{2} << 20;
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment) const {
+    if (alignment > huge) throw std::bad_alloc();
+    const std::size_t size = (bytes + huge - 1) / huge * huge;
+    void* pointer = std::aligned_alloc(huge, size);
+    if (pointer == nullptr) throw std::bad_alloc();
+    (void)madvise(pointer, size, MADV_HUGEPAGE);
+    std::memset(pointer, 0, size);
+    CREMA_CUDA_TRY(cudaHostRegister(pointer, size, cudaHostRegisterPortable));
+    return pointer;
+  }
+  void deallocate(void* pointer, std::size_t /*bytes*/, std::size_t /*alignment*/) const noexcept {
+    (void)cudaHostUnregister(pointer);
+    std::free(pointer);
+  }
+};
+using huge_page_batch =
+    crema::device_batch<float, registered_huge_pages, crema::cuda_device_resource>;
+
+enum class profiled { cuda, host, no_upload, least_recent_host, most_recent, huge_pages };
+
+template <class Batch>
+void profiled_feed(benchmark::State& state, bool uploads) {
+  const dataset& set = small;
+  const auto& db = crema::bench::data_layer::database_of(set);
+  const auto threads = static_cast<std::size_t>(state.range(0));
+  crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
+                               [](const crema::batch_context& where, crema::record_shape shape) {
+                                 return timed<Batch>(where.batch_size, shape);
+                               });
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(db.path()),
+      batcher,
+      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+  auto consumer = pipe.consumer(0);
+  crema::cuda_stream compute;
+  gpu::device_memory sink(sizeof(float));
+  const auto pass = [&] {
+    for (std::size_t read = 0; read < db.records();) {
+      auto batch = consumer.pull();
+      if constexpr (requires { batch->device(compute); }) {
+        if (uploads) {
+          read += gpu::touch_and_release(batch, compute, sink.floats());
+          continue;
+        }
+      }
+      benchmark::DoNotOptimize(&*batch);
+      read += batch->size();
+    }
+    compute.synchronize();
+  };
+  pass();
+  fill_time.reset();
+  const gpu::host_cost cost;
+  const feed_waits waits(pipe.stats());
+  for (auto _ : state) pass();
+  count_pass(state, set, db.records());
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
+  waits.count(state, pipe.stats(), threads);
+  fill_time.count(state);
+}
+void profiled_data_layer(benchmark::State& state, profiled what) {
+  switch (what) {
+    case profiled::cuda:
+      return profiled_feed<batch_type>(state, true);
+    case profiled::host:
+      return profiled_feed<crema::host_batch<float>>(state, false);
+    case profiled::no_upload:
+      return profiled_feed<no_upload_batch>(state, false);
+    case profiled::least_recent_host:
+      return profiled_feed<least_recent_host_batch>(state, false);
+    case profiled::most_recent:
+      return profiled_feed<most_recent_batch>(state, true);
+    case profiled::huge_pages:
+      return profiled_feed<huge_page_batch>(state, true);
+  }
+}
+void profile_threads(benchmark::internal::Benchmark* bench) {
+  bench->ArgName("threads")->Arg(4)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(profiled_data_layer, cuda, profiled::cuda)
+    ->Name("profile/cuda/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, host, profiled::host)
+    ->Name("profile/host/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, no_upload, profiled::no_upload)
+    ->Name("profile/cuda-no-upload/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, least_recent_host, profiled::least_recent_host)
+    ->Name("profile/host-least-recent/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, most_recent, profiled::most_recent)
+    ->Name("profile/cuda-most-recent/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, huge_pages, profiled::huge_pages)
+    ->Name("profile/cuda-huge-pages/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(producer_calls, one_float, nullptr)
     ->Name("calls/data_layer/producer")
+    ->Threads(2)
+    ->Threads(4)
+    ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(producer_calls, small, &small)
+    ->Name("calls/data_layer/producer_copies/small")
     ->Threads(2)
     ->Threads(4)
     ->Threads(8)
@@ -188,6 +464,9 @@ BENCHMARK_CAPTURE(data_layer, small_shared, small, uploads_on::shared_stream)
 BENCHMARK_CAPTURE(data_layer, small_uploader, small, uploads_on::uploader)
     ->Name("crema-uploader/data_layer/small")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(write_combined_data_layer, small, small)
+    ->Name("crema-write-combined/data_layer/small")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, small, small)->Name("host/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large, large, uploads_on::own_stream)
@@ -199,6 +478,9 @@ BENCHMARK_CAPTURE(data_layer, large_shared, large, uploads_on::shared_stream)
 BENCHMARK_CAPTURE(data_layer, large_uploader, large, uploads_on::uploader)
     ->Name("crema-uploader/data_layer/large")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(write_combined_data_layer, large, large)
+    ->Name("crema-write-combined/data_layer/large")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, large, large)->Name("host/data_layer/large")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
 
@@ -208,6 +490,26 @@ int main(int argc, char** argv) {
   return gpu::run_on_gpu(
       argc, argv, "the Caffe data layer into CUDA device_batches",
       [](const crema::bench::ratio_reporter& reporter) {
+        fmt::print("\nwhere the small feed's producers spend a batch (profile/)\n");
+        for (const long threads : {4L, 16L}) {
+          for (const char* feed : {"host", "cuda", "cuda-no-upload", "host-least-recent",
+                                   "cuda-most-recent", "cuda-huge-pages"}) {
+            const auto of =
+                fmt::format("profile/{}/data_layer/small/threads:{}/real_time", feed, threads);
+            const double ns = reporter.nanoseconds(of);
+            if (ns <= 0) continue;
+            const double records =
+                static_cast<double>(crema::bench::data_layer::database_of(small).records());
+            fmt::print(
+                "  {} threads, {}: {:.0f} samples/s; first record {:.1f} us, transform {:.2f} us "
+                "a sample, finish {:.1f} us; host CPU {:.2f} us a sample; waits {:.2f} and "
+                "{:.2f}\n",
+                threads, feed, records / ns * 1e9, reporter.counter(of, "first_record_us"),
+                reporter.counter(of, "transform_us"), reporter.counter(of, "finish_us"),
+                reporter.counter(of, "host_cpu_us"), reporter.counter(of, "consumer_wait_share"),
+                reporter.counter(of, "producer_wait_share"));
+          }
+        }
         fmt::print(
             "\nsamples/s and upload GB/s, one pass of each database (the raw uploads "
             "bound what any data layer can deliver)\n");
@@ -217,6 +519,7 @@ int main(int argc, char** argv) {
             const double crema_ns = reporter.nanoseconds("crema/" + name);
             const double shared_ns = reporter.nanoseconds("crema-shared-stream/" + name);
             const double uploader_ns = reporter.nanoseconds("crema-uploader/" + name);
+            const double combined_ns = reporter.nanoseconds("crema-write-combined/" + name);
             const double host_ns = reporter.nanoseconds("host/" + name);
             const double raw_ns = reporter.nanoseconds("baseline/" + name);
             if (crema_ns <= 0 || raw_ns <= 0) continue;  // not run (a filter)
@@ -246,10 +549,19 @@ int main(int argc, char** argv) {
                   static_cast<double>(records) / uploader_ns * 1e9, crema_ns / uploader_ns,
                   host_ns > 0 ? host_ns / uploader_ns : 0.0);
             }
+            if (combined_ns > 0) {
+              fmt::print(
+                  "    write-combined pinned memory: {:.0f} samples/s ({:.3f} of a stream each; "
+                  "{:.3f} of host batches)\n",
+                  static_cast<double>(records) / combined_ns * 1e9, crema_ns / combined_ns,
+                  host_ns > 0 ? host_ns / combined_ns : 0.0);
+            }
+            constexpr std::array feeds{"host", "crema", "crema-shared-stream", "crema-uploader",
+                                       "crema-write-combined"};
             // The host's cost of a sample (gpu::host_cost): where a feed stops scaling, whether
             // the host works harder for each sample or waits.
             fmt::print("    host CPU a sample (system's share, sleeps a 1,000):");
-            for (const char* feed : {"host", "crema", "crema-shared-stream", "crema-uploader"}) {
+            for (const char* feed : feeds) {
               const std::string of = fmt::format("{}/{}", feed, name);
               if (reporter.nanoseconds(of) <= 0) continue;
               fmt::print(
@@ -257,18 +569,39 @@ int main(int argc, char** argv) {
                   reporter.counter(of, "host_system_share"), reporter.counter(of, "sleeps_per_1k"));
             }
             fmt::print("\n");
+            // Who waited (feed_waits): a consumer that waits is fed too slowly; producers that
+            // wait for slots are held back by the consumer or the uploads.
+            fmt::print("    waits, consumer's share and producers' share of the time:");
+            for (const char* feed : feeds) {
+              const std::string of = fmt::format("{}/{}", feed, name);
+              if (reporter.nanoseconds(of) <= 0) continue;
+              fmt::print(" {} {:.2f} and {:.2f};", feed,
+                         reporter.counter(of, "consumer_wait_share"),
+                         reporter.counter(of, "producer_wait_share"));
+            }
+            fmt::print("\n");
             if (set == &small) {
               // The batches a second of the producers' runtime calls alone, on as many threads.
               const double calls = reporter.counter(
                   fmt::format("calls/data_layer/producer/real_time/threads:{}", threads),
                   "items_per_second");
+              const double copies = reporter.counter(
+                  fmt::format("calls/data_layer/producer_copies/small/real_time/threads:{}",
+                              threads),
+                  "items_per_second");
+              const double batches =
+                  static_cast<double>(records) / crema_ns * 1e9 / static_cast<double>(set->batch);
               if (calls > 0) {
-                const double batches =
-                    static_cast<double>(records) / crema_ns * 1e9 / static_cast<double>(set->batch);
                 fmt::print(
                     "    the producers' runtime calls alone: {:.0f} batches/s on {} threads; "
                     "the feed made {:.0f} ({:.3f} of it)\n",
                     calls, threads, batches, batches / calls);
+              }
+              if (copies > 0) {
+                fmt::print(
+                    "    the same calls uploading whole batches: {:.0f} batches/s ({:.3f} of the "
+                    "feed's)\n",
+                    copies, batches / copies);
               }
             }
           }
