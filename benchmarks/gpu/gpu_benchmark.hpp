@@ -16,7 +16,9 @@
 #include <sys/resource.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace crema::bench::gpu {
@@ -102,6 +104,9 @@ class host_cost {
 // The benchmarks' main: exits 3 (after the line CTest reads as "skipped") where there is no GPU;
 // else runs the registered benchmarks with their ratios, then `epilogue(reporter)`, then names
 // the GPU as it is after the runs (a PCIe link idles at a lower speed until used).
+// CREMA_BENCH_DEVICE_SCHEDULE (spin, yield or blocking) sets how the runtime's host threads wait
+// for the device (cudaSetDeviceFlags) before anything is run, to see what its waits cost the
+// host; unset, the runtime's default (it spins while the host has a core for every context).
 template <class Epilogue>
 int run_on_gpu(int argc, char** argv, std::string_view title, Epilogue epilogue) {
   const auto gpu = describe_gpu();
@@ -110,6 +115,14 @@ int run_on_gpu(int argc, char** argv, std::string_view title, Epilogue epilogue)
     return 3;
   }
   benchmark::AddCustomContext("gpu", describe(*gpu));
+  if (const char* schedule = std::getenv("CREMA_BENCH_DEVICE_SCHEDULE"); schedule != nullptr) {
+    const std::string_view chosen(schedule);
+    const unsigned flags = chosen == "spin"    ? cudaDeviceScheduleSpin
+                           : chosen == "yield" ? cudaDeviceScheduleYield
+                                               : cudaDeviceScheduleBlockingSync;
+    CREMA_CUDA_TRY(cudaSetDeviceFlags(flags));
+    benchmark::AddCustomContext("device_schedule", std::string(chosen));
+  }
   return run_with_ratios(argc, argv, title, [&](const ratio_reporter& reporter) {
     epilogue(reporter);
     const auto after = describe_gpu();

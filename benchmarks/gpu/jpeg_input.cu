@@ -1,8 +1,9 @@
 // ImageNet-style training input on a GPU host: RandomResizedCrop(224) + flip + normalise to float
 // from a folder of JPEGs, one pass per iteration, batch 128, on 2, 4, 8 and 16 producer threads:
 //   crema       nvjpeg_batcher: nvJPEG decodes each batch's windows, kernels resample them; its
-//               producers share 4 decoders (the default); crema-nvjpeg: more or fewer decoders,
-//               or one each, beside it
+//               producers share 4 decoders and decode up to half of a batch on the CPU while
+//               all 4 are lent (the defaults); crema-nvjpeg: more or fewer decoders, or one
+//               each, and a smaller CPU share or none, beside it
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
 //   baseline    the same image_batcher into host batches: what the CPU alone delivers, measured
 //               in the same run (the ratio table pairs nvJPEG with it on the same threads)
@@ -48,17 +49,23 @@ void by_threads(benchmark::internal::Benchmark* bench) {
   for (const long threads : thread_counts) bench->Arg(threads);
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
-// nvjpeg_batcher's other decoder counts on 16 producers, each beside the default on the same
-// threads: a decoder for every producer (0, as before they were shared), and fewer or more.
+// nvjpeg_batcher's other settings on 16 producers, each beside the default on the same threads:
+// a decoder for every producer (0, as before they were shared), fewer or more; the most of a
+// batch a producer decodes on the CPU while every decoder is lent, in percent (0: it waits, as
+// before).
 struct nvjpeg_setting {
   long threads;
   long decoders;
+  long host_percent;
 };
-constexpr std::array<nvjpeg_setting, 3> nvjpeg_settings{{{16, 0}, {16, 2}, {16, 8}}};
+constexpr std::array<nvjpeg_setting, 5> nvjpeg_settings{
+    {{16, 0, 50}, {16, 2, 50}, {16, 8, 50}, {16, 4, 0}, {16, 4, 25}}};
 
 void by_setting(benchmark::internal::Benchmark* bench) {
-  bench->ArgNames({"threads", "decoders"});
-  for (const auto& [threads, decoders] : nvjpeg_settings) bench->Args({threads, decoders});
+  bench->ArgNames({"threads", "decoders", "host_percent"});
+  for (const auto& [threads, decoders, host] : nvjpeg_settings) {
+    bench->Args({threads, decoders, host});
+  }
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -152,15 +159,22 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(images()));
 }
 
+// Counter host_decoded_share: the share of the samples its producers decoded on the CPU (over
+// the warm-up pass and the timed ones).
 template <class Options>
 void nvjpeg_passes(benchmark::State& state, const Options& options) {
   crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
-  one_pass_each(state, crema::cuda::nvjpeg_batcher<float>(training(), options), [&](auto& batch) {
+  crema::cuda::nvjpeg_batcher<float> batcher(training(), options);
+  const auto& decoders = batcher.decoders();  // every copy's: the pipeline's too
+  one_pass_each(state, std::move(batcher), [&](auto& batch) {
     const std::size_t records = gpu::touch_and_release(batch, compute, sink.floats());
     compute.synchronize();
     return records;
   });
+  const double samples =
+      static_cast<double>(state.iterations() + 1) * static_cast<double>(images());
+  state.counters["host_decoded_share"] = static_cast<double>(decoders.host_decoded()) / samples;
 }
 
 void nvjpeg_input(benchmark::State& state) {
@@ -170,6 +184,7 @@ void nvjpeg_input(benchmark::State& state) {
 void nvjpeg_input_setting(benchmark::State& state) {
   crema::cuda::nvjpeg_batcher_options options;
   options.decoders = static_cast<std::size_t>(state.range(1));
+  options.max_host_share = static_cast<double>(state.range(2)) / 100.0;
   nvjpeg_passes(state, options);
 }
 
@@ -238,18 +253,26 @@ int main(int argc, char** argv) {
                      reporter.counter(of, "sleeps_per_1k"),
                      reporter.counter(of, "preemptions_per_1k"));
         }
-        for (const auto& [threads, decoders] : nvjpeg_settings) {
+        for (const long threads : thread_counts) {
+          const std::string of = name("crema", threads);
+          if (reporter.nanoseconds(of) <= 0) continue;
+          fmt::print("  {} threads: {:.3f} of the samples decoded by the producers on the CPU\n",
+                     threads, reporter.counter(of, "host_decoded_share"));
+        }
+        for (const auto& [threads, decoders, host] : nvjpeg_settings) {
           const std::string of = fmt::format(
-              "crema-nvjpeg/jpeg_input/rrc/threads:{}/decoders:{}/real_time", threads, decoders);
+              "crema-nvjpeg/jpeg_input/rrc/threads:{}/decoders:{}/host_percent:{}/real_time",
+              threads, decoders, host);
           const double other = rate(of);
           const double by_default = rate(name("crema", threads));
           if (other <= 0 || by_default <= 0) continue;
           fmt::print(
-              "  {} threads sharing {} decoders: {:.0f} ({:.3f} of the default's {:.0f}); host "
-              "{:.1f} us a sample, {:.0f} sleeps a 1,000\n",
-              threads, decoders == 0 ? std::string("their own") : fmt::format("{}", decoders),
-              other, other / by_default, by_default, reporter.counter(of, "host_cpu_us"),
-              reporter.counter(of, "sleeps_per_1k"));
+              "  {} threads sharing {} decoders, at most {}% of a batch on the CPU: {:.0f} ({:.3f} "
+              "of the default's {:.0f}); {:.3f} decoded on the CPU; host {:.1f} us a sample, "
+              "{:.0f} sleeps a 1,000\n",
+              threads, decoders == 0 ? std::string("their own") : fmt::format("{}", decoders), host,
+              other, other / by_default, by_default, reporter.counter(of, "host_decoded_share"),
+              reporter.counter(of, "host_cpu_us"), reporter.counter(of, "sleeps_per_1k"));
         }
         const double host16 = rate(name("baseline", 16));
         const double nvjpeg16 = rate(name("crema", 16));

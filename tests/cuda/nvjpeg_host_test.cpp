@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -341,6 +342,62 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(got == expected);
       CHECK(batcher.decoders_made(0) >= 1);
       CHECK(batcher.decoders_made(0) <= limit);
+    }
+  }
+
+  TEST_CASE("producers decode on the CPU while every decoder is lent, and the batches stay") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    crema::test::scratch_directory scratch("nvjpeg-host-share");
+    make_folder(scratch.path());
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
+
+    SUBCASE("all of every batch, while the test holds the only decoder") {
+      const batcher_type batcher(options, {.decoders = 1, .max_host_share = 1.0});
+      const auto held = batcher.decoders().borrow(0);
+      crema::cuda_stream compute;
+      const batches got = epoch(scratch.path(), batcher, 2, read_device_batch(compute));
+      CHECK(got == expected);
+      CHECK(batcher.host_decoded() == 16);
+      CHECK(batcher.decoders_made(0) == 1);  // the test's: no producer got one
+    }
+    SUBCASE("at most its share, then the producer waits for the decoder given back") {
+      const batcher_type batcher(options, {.decoders = 1, .max_host_share = 0.5});
+      std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
+      std::thread give_back([&] {
+        // Until then, the first batch's producer decodes 2 of its 4 images and waits.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        held.reset();
+      });
+      crema::cuda_stream compute;
+      const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+      give_back.join();
+      CHECK(got == expected);
+      CHECK(batcher.host_decoded() >= 2);
+      CHECK(batcher.host_decoded() <= 8);  // half of each batch at most
+    }
+    SUBCASE("none with a share of 0: the producer waits") {
+      const batcher_type batcher(options, {.decoders = 1, .max_host_share = 0.0});
+      std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
+      std::thread give_back([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        held.reset();
+      });
+      crema::cuda_stream compute;
+      const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+      give_back.join();
+      CHECK(got == expected);
+      CHECK(batcher.host_decoded() == 0);
+    }
+  }
+
+  TEST_CASE("a host share outside 0 to 1 is refused when the batcher is made") {
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
+    for (const double share : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+      CAPTURE(share);
+      CHECK_THROWS_WITH_AS(batcher_type(every_kind().front(), {.max_host_share = share}),
+                           doctest::Contains("max_host_share"), crema::config_error);
     }
   }
 

@@ -6,6 +6,7 @@
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/datum.hpp>
 #include <crema/io/image/image_file.hpp>
+#include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/device_span.hpp>
@@ -15,6 +16,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,7 +40,9 @@
 /// into the batch's device memory, on the batch's own stream, and uploads the labels. The
 /// consumer's stream waits for one event a batch. The producers share a few decoders on each
 /// device, lent for one batch's decoding at a time: the GPU's JPEG engine is one, and more
-/// decoders feeding it deliver less. Component `crema::nvjpeg`;
+/// decoders feeding it deliver less. A producer that finds every decoder lent decodes the last
+/// images of its batch itself, on the CPU path, until one comes back: the host's idle cores join
+/// the engine where it is the bound. Component `crema::nvjpeg`;
 /// `nvjpeg_batcher<T>` with the kernels is in nvjpeg_batcher.cuh.
 
 namespace crema::cuda {
@@ -51,6 +57,14 @@ struct nvjpeg_batcher_options {
   /// H100, 16 producers with a decoder each delivered less than 4 (docs/performance.md).
   /// 0: a decoder for every producer that needs one.
   std::size_t decoders = 4;
+  /// While every decoder of its device is lent, a producer decodes its batch's images itself,
+  /// the last first, with the CPU path (`image_transform`, windows decoded at full size as on
+  /// the GPU) into pinned memory uploaded with the batch, and takes the first decoder given back
+  /// for the rest: at most this share of each batch (the pinned memory a slot keeps grows to
+  /// it). Which images go to the CPU then depends on timing, not on which window a sample gets;
+  /// their values are the CPU path's, within the bound nvJPEG's own are. 0: producers wait for a
+  /// decoder. On an H100 with 16 producers and 4 decoders, see docs/performance.md.
+  double max_host_share = 0.5;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};
 };
@@ -64,6 +78,8 @@ struct nvjpeg_batcher_options {
 template <class T, class Decoder>
 class basic_nvjpeg_batcher {
  public:
+  class batch;
+
   /// @brief The decoders every copy of a batcher (every producer's) shares, by device: made
   /// there on first need, at most a limit on each, each lent to one producer at a time for one
   /// batch's decoding (its nvJPEG state and buffers serve one batch at a time).
@@ -102,7 +118,46 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] loan borrow(int device) {
       std::unique_lock lock(mutex_);
       shelf& on = shelf_of(device);
-      returned_.wait(lock, [&] { return !on.idle.empty() || limit_ == 0 || on.made < limit_; });
+      returned_.wait(lock, [&] { return available(on); });
+      return lend(lock, on);
+    }
+    /// @brief As `borrow`, without waiting: none while every decoder allowed on `device` is lent.
+    [[nodiscard]] std::optional<loan> try_borrow(int device) {
+      std::unique_lock lock(mutex_);
+      shelf& on = shelf_of(device);
+      if (!available(on)) return std::nullopt;
+      return lend(lock, on);
+    }
+
+    /// @return the decoders made on `device`
+    [[nodiscard]] std::size_t made(int device) {
+      const std::scoped_lock lock(mutex_);
+      return shelf_of(device).made;
+    }
+    /// @return the images producers decoded themselves while every decoder was lent
+    [[nodiscard]] std::uint64_t host_decoded() const noexcept {
+      return host_decoded_.load(std::memory_order_relaxed);
+    }
+    /// @return the transform the decoders and the producers' CPU path apply
+    [[nodiscard]] const image_transform_options& transform() const noexcept { return transform_; }
+
+   private:
+    friend class basic_nvjpeg_batcher::batch;  // counts its host-decoded images
+
+    struct shelf {
+      int device = 0;
+      std::size_t made = 0;
+      std::vector<std::unique_ptr<Decoder>> idle = {};
+    };
+
+    // The caller holds mutex_.
+    [[nodiscard]] bool available(const shelf& on) const noexcept {
+      return !on.idle.empty() || limit_ == 0 || on.made < limit_;
+    }
+    // An idle decoder, else a new one (made with mutex_ released); the caller holds `lock` and
+    // checked `available(on)`.
+    loan lend(std::unique_lock<std::mutex>& lock, shelf& on) {
+      const int device = on.device;
       if (!on.idle.empty()) {
         std::unique_ptr<Decoder> decoder = std::move(on.idle.back());
         on.idle.pop_back();
@@ -121,19 +176,6 @@ class basic_nvjpeg_batcher {
         throw;
       }
     }
-
-    /// @return the decoders made on `device`
-    [[nodiscard]] std::size_t made(int device) {
-      const std::scoped_lock lock(mutex_);
-      return shelf_of(device).made;
-    }
-
-   private:
-    struct shelf {
-      int device = 0;
-      std::size_t made = 0;
-      std::vector<std::unique_ptr<Decoder>> idle = {};
-    };
 
     void give_back(int device, std::unique_ptr<Decoder> decoder) noexcept {
       {
@@ -157,6 +199,7 @@ class basic_nvjpeg_batcher {
     std::mutex mutex_;
     std::condition_variable returned_;
     std::deque<shelf> shelves_;  // a deque: the references borrow holds stay valid
+    std::atomic<std::uint64_t> host_decoded_{0};
   };
 
   /// @brief One slot's batch: the encoded images on the host, the samples and labels on the
@@ -168,9 +211,10 @@ class basic_nvjpeg_batcher {
     using event_type = cuda_event;
 
     batch(std::size_t capacity, record_shape shape, int device,
-          std::shared_ptr<decoder_pool> decoders)
+          std::shared_ptr<decoder_pool> decoders, std::size_t most_on_host = 0)
         : shape_(shape),
           capacity_(capacity),
+          most_on_host_(std::min(most_on_host, capacity)),
           labels_stride_((capacity + 63) / 64 * 64),
           device_id_(device),
           stream_(std::make_shared<cuda_stream>(device)),
@@ -209,9 +253,10 @@ class basic_nvjpeg_batcher {
     }
 
     /// @brief The finishing step (the producer's): decodes the batch's `info.size` images on
-    /// the batch's stream into its device memory (with a decoder of the batcher's for that
-    /// device, waiting for one where all are lent; the device made current meanwhile), uploads
-    /// the labels, records one event.
+    /// the batch's stream into its device memory with a decoder of the batcher's for that
+    /// device (the device made current meanwhile). While every one is lent, decodes its last
+    /// images on the CPU path itself, up to the batcher's `max_host_share`, then waits for one;
+    /// uploads those samples and the labels, records one event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
       const scoped_device on(device_id_);
@@ -225,10 +270,28 @@ class basic_nvjpeg_batcher {
             std::span<const std::byte>(bytes_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
         images_[i].key = keys_[i];
       }
-      {
-        const auto decoder = decoders_->borrow(device_id_);  // waits while every one is lent
-        decoder->decode(std::span<const encoded_image>(images_).first(size_), data(),
-                        stream_->native_handle());
+      // Images [on_gpu, size_) are decoded here; sample i is staged at i - first_staged.
+      const std::size_t most = std::min(most_on_host_, size_);
+      const std::size_t first_staged = size_ - most;
+      std::size_t on_gpu = size_;
+      std::optional<typename decoder_pool::loan> decoder = decoders_->try_borrow(device_id_);
+      while (!decoder && on_gpu > first_staged) {
+        --on_gpu;
+        decode_on_host(on_gpu, on_gpu - first_staged);
+        if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
+      }
+      if (on_gpu > 0) {
+        if (!decoder) decoder.emplace(decoders_->borrow(device_id_));  // waits for one
+        (*decoder)->decode(std::span<const encoded_image>(images_).first(on_gpu), data(),
+                           stream_->native_handle());
+      }
+      decoder.reset();
+      const std::size_t sample = shape_.elements();
+      if (on_gpu < size_) {
+        CREMA_CUDA_TRY(cudaMemcpyAsync(data() + on_gpu * sample,
+                                       staged_samples_.get() + (on_gpu - first_staged) * sample,
+                                       (size_ - on_gpu) * sample * sizeof(T),
+                                       cudaMemcpyHostToDevice, stream_->native_handle()));
       }
       CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(T),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
@@ -266,6 +329,25 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] T* data() const noexcept {
       return static_cast<T*>(device_.get()) + labels_stride_;
     }
+    // Image i through the CPU path into staged sample `at` (pinned, grown to `most_on_host_`
+    // samples on first need). The last upload from it is done: stage(0) waited for it.
+    void decode_on_host(std::size_t i, std::size_t at) {
+      const std::size_t sample = shape_.elements();
+      if (!staged_samples_) {
+        void* pinned = nullptr;
+        CREMA_CUDA_TRY(cudaMallocHost(&pinned, most_on_host_ * sample * sizeof(T)));
+        staged_samples_ = std::unique_ptr<T, pinned_deleter>(static_cast<T*>(pinned));
+      }
+      if (!host_transform_) {
+        image_transform_options options = decoders_->transform();
+        options.decode.dct_scaling = false;  // as the decoders' windows: at full size
+        host_transform_.emplace(std::move(options));
+      }
+      (*host_transform_)(images_[i].bytes,
+                         std::span<T>(staged_samples_.get() + at * sample, sample), images_[i].rng,
+                         images_[i].key);
+      decoders_->host_decoded_.fetch_add(1, std::memory_order_relaxed);
+    }
     [[nodiscard]] view_type view() const {
       const auto* block = static_cast<const T*>(device_.get());
       return {device_span<const T>(block + labels_stride_, size_ * shape_.elements()),
@@ -282,8 +364,13 @@ class basic_nvjpeg_batcher {
       return pointer;
     }
 
+    struct pinned_deleter {
+      void operator()(T* pointer) const noexcept { (void)cudaFreeHost(pointer); }
+    };
+
     record_shape shape_;
     std::size_t capacity_;
+    std::size_t most_on_host_;   // the most images of a batch its producer decodes itself
     std::size_t labels_stride_;  // labels first, data from this element (256 bytes for float)
     int device_id_;
     std::shared_ptr<cuda_stream> stream_;
@@ -295,7 +382,9 @@ class basic_nvjpeg_batcher {
     std::vector<std::size_t> offsets_;  // record i's bytes: [offsets_[i], offsets_[i + 1])
     std::vector<std::string> keys_;
     std::size_t size_ = 0;
-    cuda_event ready_{};  // the last decoding and label upload
+    std::optional<image_transform> host_transform_;      // made on first need
+    std::unique_ptr<T, pinned_deleter> staged_samples_;  // the host-decoded samples
+    cuda_event ready_{};                                 // the last decoding and uploads
     cuda_event retired_{};
     bool retired_pending_ = false;
   };
@@ -310,6 +399,10 @@ class basic_nvjpeg_batcher {
         decoders_(
             std::make_shared<decoder_pool>(transform_, options_.decoding, options_.decoders)) {
     Decoder::check_options(transform_);  // now, not when the first batch is decoded
+    if (!(options_.max_host_share >= 0.0 && options_.max_host_share <= 1.0)) {
+      ::crema::detail::fail<config_error>(
+          "nvjpeg_batcher: max_host_share must be from 0 to 1, got {}", options_.max_host_share);
+    }
   }
   // Each producer's copy reads with a reader of its own and shares the decoders.
   basic_nvjpeg_batcher(const basic_nvjpeg_batcher& other)
@@ -334,11 +427,17 @@ class basic_nvjpeg_batcher {
     } else {
       CREMA_CUDA_TRY(cudaGetDevice(&device));
     }
-    return batch(where.batch_size, shape_, device, decoders_);
+    return batch(
+        where.batch_size, shape_, device, decoders_,
+        static_cast<std::size_t>(options_.max_host_share * static_cast<double>(where.batch_size)));
   }
 
   /// @return the decoders made so far on `device` (at most `nvjpeg_batcher_options::decoders`)
   [[nodiscard]] std::size_t decoders_made(int device) const { return decoders_->made(device); }
+  /// @return the images its producers decoded on the CPU while every decoder was lent
+  [[nodiscard]] std::uint64_t host_decoded() const noexcept { return decoders_->host_decoded(); }
+  /// @return the decoders its copies share (to hold one back in a test, say)
+  [[nodiscard]] decoder_pool& decoders() const noexcept { return *decoders_; }
 
   /// @brief An image file: read on this producer's thread into the batch.
   void operator()(const image_file& file, batch& to, const sample_context& context) {
