@@ -38,7 +38,9 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -361,14 +363,61 @@ struct registered_huge_pages {
 using huge_page_batch =
     crema::device_batch<float, registered_huge_pages, crema::cuda_device_resource>;
 
-enum class profiled { cuda, host, no_upload, least_recent_host, most_recent, huge_pages };
+enum class profiled {
+  cuda,
+  host,
+  no_upload,
+  least_recent_host,
+  most_recent,
+  huge_pages,
+  streamed,
+  no_upload_beside_copies
+};
 
+// Raw pinned uploads of a buffer of their own, back to back on a thread of their own while it
+// lives: the link's traffic without the feed's bytes, beside a feed that uploads nothing.
+class background_copies {
+ public:
+  background_copies() : thread_([this] { run(); }) {}
+  background_copies(const background_copies&) = delete;
+  background_copies& operator=(const background_copies&) = delete;
+  ~background_copies() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    constexpr std::size_t bytes = std::size_t{64} << 20;
+    gpu::pinned_memory host(bytes);
+    gpu::device_memory device(bytes);
+    crema::cuda_stream copies;
+    while (!stop_) {
+      for (int i = 0; i < 4; ++i) {
+        CREMA_CUDA_TRY(cudaMemcpyAsync(device.data, host.data, bytes, cudaMemcpyHostToDevice,
+                                       copies.native_handle()));
+      }
+      copies.synchronize();
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// `streamed`: the transform writes past the caches (caffe_transform_options::stream_from_bytes 0);
+// `beside_copies`: raw uploads of another buffer run meanwhile.
 template <class Batch>
-void profiled_feed(benchmark::State& state, bool uploads) {
+void profiled_feed(benchmark::State& state, bool uploads, bool streamed = false,
+                   bool beside_copies = false) {
   const dataset& set = small;
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
-  crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
+  crema::caffe_transform_options transform = crema::bench::data_layer::transform_of(set).options();
+  if (streamed) transform.stream_from_bytes = 0;
+  std::optional<background_copies> copies;
+  if (beside_copies) copies.emplace();
+  crema::caffe_batcher batcher({3, set.side, set.side}, crema::caffe_transform(transform),
                                [](const crema::batch_context& where, crema::record_shape shape) {
                                  return timed<Batch>(where.batch_size, shape);
                                });
@@ -417,6 +466,10 @@ void profiled_data_layer(benchmark::State& state, profiled what) {
       return profiled_feed<most_recent_batch>(state, true);
     case profiled::huge_pages:
       return profiled_feed<huge_page_batch>(state, true);
+    case profiled::streamed:
+      return profiled_feed<batch_type>(state, true, true);
+    case profiled::no_upload_beside_copies:
+      return profiled_feed<no_upload_batch>(state, false, false, true);
   }
 }
 void profile_threads(benchmark::internal::Benchmark* bench) {
@@ -440,6 +493,12 @@ BENCHMARK_CAPTURE(profiled_data_layer, most_recent, profiled::most_recent)
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, huge_pages, profiled::huge_pages)
     ->Name("profile/cuda-huge-pages/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, streamed, profiled::streamed)
+    ->Name("profile/cuda-streamed/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, no_upload_beside_copies, profiled::no_upload_beside_copies)
+    ->Name("profile/cuda-no-upload-beside-copies/data_layer/small")
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(producer_calls, one_float, nullptr)
     ->Name("calls/data_layer/producer")
@@ -492,8 +551,9 @@ int main(int argc, char** argv) {
       [](const crema::bench::ratio_reporter& reporter) {
         fmt::print("\nwhere the small feed's producers spend a batch (profile/)\n");
         for (const long threads : {4L, 16L}) {
-          for (const char* feed : {"host", "cuda", "cuda-no-upload", "host-least-recent",
-                                   "cuda-most-recent", "cuda-huge-pages"}) {
+          for (const char* feed :
+               {"host", "cuda", "cuda-no-upload", "host-least-recent", "cuda-most-recent",
+                "cuda-huge-pages", "cuda-streamed", "cuda-no-upload-beside-copies"}) {
             const auto of =
                 fmt::format("profile/{}/data_layer/small/threads:{}/real_time", feed, threads);
             const double ns = reporter.nanoseconds(of);

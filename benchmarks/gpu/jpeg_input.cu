@@ -1,8 +1,8 @@
 // ImageNet-style training input on a GPU host: RandomResizedCrop(224) + flip + normalise to float
 // from a folder of JPEGs, one pass per iteration, batch 128, on 2, 4, 8 and 16 producer threads:
 //   crema       nvjpeg_batcher: nvJPEG decodes each batch's windows, kernels resample them; its
-//               producers share 4 decoders and decode up to half of a batch on the CPU while
-//               all 4 are lent (the defaults); crema-nvjpeg: more or fewer decoders, or one
+//               producers share 4 decoders and decode up to a quarter of a batch on the CPU
+//               while all 4 are lent (the defaults); crema-nvjpeg: more or fewer decoders, or one
 //               each, and a smaller CPU share or none, beside it
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
 //   baseline    the same image_batcher into host batches: what the CPU alone delivers, measured
@@ -58,8 +58,8 @@ struct nvjpeg_setting {
   long decoders;
   long host_percent;
 };
-constexpr std::array<nvjpeg_setting, 5> nvjpeg_settings{
-    {{16, 0, 50}, {16, 2, 50}, {16, 8, 50}, {16, 4, 0}, {16, 4, 25}}};
+constexpr std::array<nvjpeg_setting, 6> nvjpeg_settings{
+    {{16, 0, 0}, {16, 2, 25}, {16, 8, 25}, {16, 4, 0}, {16, 4, 10}, {16, 4, 50}}};
 
 void by_setting(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"threads", "decoders", "host_percent"});

@@ -22,11 +22,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -74,6 +77,23 @@ difference compare(const T* a, const T* b, std::size_t count, double scale) {
 }
 constexpr double bound_mean = 1.0;
 constexpr int bound_largest = 48;
+
+// Reads a batch of the pipeline back to the host once `compute` waits for it, then gives it back
+// after `compute`'s work.
+auto read_back(crema::cuda_stream& compute) {
+  return [&compute](auto& batch) {
+    const auto on_device = batch->device(compute);
+    std::vector<float> data(on_device.data.size());
+    std::vector<float> labels(on_device.labels.size());
+    compute.synchronize();
+    CREMA_CUDA_TRY(cudaMemcpy(data.data(), on_device.data.data(), data.size() * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+    CREMA_CUDA_TRY(cudaMemcpy(labels.data(), on_device.labels.data(), labels.size() * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+    batch.release_after(compute.record());
+    return std::pair(std::move(data), std::move(labels));
+  };
+}
 
 }  // namespace
 
@@ -166,18 +186,7 @@ TEST_CASE(
       crema::test::read_host_batch(sample));
   crema::cuda_stream compute;
   const crema::test::batches got = crema::test::epoch(
-      scratch.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, [&](auto& batch) {
-        const auto on_device = batch->device(compute);
-        std::vector<float> data(on_device.data.size());
-        std::vector<float> labels(on_device.labels.size());
-        compute.synchronize();
-        CREMA_CUDA_TRY(cudaMemcpy(data.data(), on_device.data.data(), data.size() * sizeof(float),
-                                  cudaMemcpyDeviceToHost));
-        CREMA_CUDA_TRY(cudaMemcpy(labels.data(), on_device.labels.data(),
-                                  labels.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        batch.release_after(compute.record());
-        return std::pair(std::move(data), std::move(labels));
-      });
+      scratch.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, read_back(compute));
   REQUIRE(got.size() == expected.size());
   for (std::size_t b = 0; b < got.size(); ++b) {
     CAPTURE(b);
@@ -188,5 +197,54 @@ TEST_CASE(
     MESSAGE(fmt::format("batch {}: mean difference {:.3f}, largest {}", b, d.mean, d.largest));
     CHECK(d.mean <= bound_mean);
     CHECK(d.largest <= bound_largest);
+  }
+}
+
+TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {
+  if (crema::test::skip_without_cuda_device()) return;
+  crema::test::scratch_directory scratch("nvjpeg-gpu-host-share");
+  crema::test::make_folder(scratch.path());
+  crema::image_transform_options options{
+      .geometry = crema::random_resized_crop{}, .mirror = true, .decode = {.dct_scaling = false}};
+  const std::size_t sample = crema::image_transform(options).shape().elements();
+  const crema::test::batches expected = crema::test::epoch(
+      scratch.path(),
+      crema::image_batcher(crema::image_transform(options), crema::make_host_batch<float>{}), 1,
+      crema::test::read_host_batch(sample));
+  crema::cuda_stream compute;
+  {
+    // The test holds the only decoder: every image is the producers', the CPU path's exactly.
+    const crema::cuda::nvjpeg_batcher<float> batcher(options,
+                                                     {.decoders = 1, .max_host_share = 1.0});
+    const auto held = batcher.decoders().borrow(crema::cuda::current_device());
+    const crema::test::batches got =
+        crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
+    CHECK(got == expected);
+    CHECK(batcher.host_decoded() == 16);
+  }
+  {
+    // Half of the first batch on the CPU, the rest on nvJPEG once the decoder is back: within
+    // the bound.
+    const crema::cuda::nvjpeg_batcher<float> batcher(options,
+                                                     {.decoders = 1, .max_host_share = 0.5});
+    std::optional<crema::cuda::nvjpeg_batcher<float>::decoder_pool::loan> held(
+        batcher.decoders().borrow(crema::cuda::current_device()));
+    std::thread give_back([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      held.reset();
+    });
+    const crema::test::batches got =
+        crema::test::epoch(scratch.path(), batcher, 1, read_back(compute));
+    give_back.join();
+    CHECK(batcher.host_decoded() >= 2);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t b = 0; b < got.size(); ++b) {
+      CAPTURE(b);
+      CHECK(got[b].second == expected[b].second);
+      const difference d =
+          compare(got[b].first.data(), expected[b].first.data(), got[b].first.size(), 255.0);
+      CHECK(d.mean <= bound_mean);
+      CHECK(d.largest <= bound_largest);
+    }
   }
 }

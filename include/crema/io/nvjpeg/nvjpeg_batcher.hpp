@@ -64,7 +64,7 @@ struct nvjpeg_batcher_options {
   /// it). Which images go to the CPU then depends on timing, not on which window a sample gets;
   /// their values are the CPU path's, within the bound nvJPEG's own are. 0: producers wait for a
   /// decoder. On an H100 with 16 producers and 4 decoders, see docs/performance.md.
-  double max_host_share = 0.5;
+  double max_host_share = 0.25;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};
 };
