@@ -10,9 +10,9 @@
 // (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
 // uploads alone would take), the producers' runtime calls alone (calls/: each thread finishes
 // a batch of one float over and over, and then whole small batches that it barely writes), and
-// CUDA batches in write-combined pinned memory. Samples per second and upload GB/s, the host's
-// CPU a sample, and who waited (the consumer for batches, the producers for slots); the data
-// layer is bound by the CPU's work where the ratio is above 1.
+// where the small feed's producers spend a batch (profile/). Samples per second and upload GB/s,
+// the host's CPU a sample, and who waited (the consumer for batches, the producers for slots);
+// the data layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/core/cuda/device.hpp>
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
@@ -29,7 +29,6 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 #include <fmt/core.h>
-#include <sys/mman.h>
 
 #include <array>
 #include <atomic>
@@ -37,7 +36,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <optional>
 #include <span>
 #include <thread>
@@ -52,24 +50,6 @@ using crema::bench::data_layer::large;
 using crema::bench::data_layer::small;
 
 using batch_type = crema::cuda::device_batch<float>;
-
-// Pinned host memory the CPU writes through its write-combining buffers, around its caches: the
-// transform's stores go to memory without reading the lines first, and the copy engine reads
-// lines no core holds. Reading it back on the host is slow (uncached).
-struct write_combined_pinned {
-  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment) const {
-    if (alignment > 256) throw std::bad_alloc();
-    void* pointer = nullptr;
-    CREMA_CUDA_TRY(
-        cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable | cudaHostAllocWriteCombined));
-    return pointer;
-  }
-  void deallocate(void* pointer, std::size_t /*bytes*/, std::size_t /*alignment*/) const noexcept {
-    (void)cudaFreeHost(pointer);
-  }
-};
-using write_combined_batch =
-    crema::device_batch<float, write_combined_pinned, crema::cuda_device_resource>;
 
 constexpr std::array<long, 4> thread_counts{2, 4, 8, 16};
 
@@ -161,11 +141,6 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   waits.count(state, pipe.stats(), threads);
 }
 
-// The default feed with its batches in write-combined pinned memory.
-void write_combined_data_layer(benchmark::State& state, const dataset& set) {
-  data_layer<write_combined_batch>(state, set, uploads_on::own_stream);
-}
-
 // The same pipeline into host batches on the same threads, nothing uploaded: what the host
 // alone delivers, the figure a feed of device batches is held to (the GPU-feed issue's target
 // is 0.9 of it at every thread count).
@@ -248,9 +223,10 @@ void producer_calls(benchmark::State& state, const dataset* set) {
 // the wait for the slot's last upload), the transform's time a sample (from record(i) to
 // set_label(i)), and how long finish() took (the upload started). Beside the default CUDA batch
 // and the host batch: the CUDA batch that never uploads (pinned memory, slots refilled oldest
-// first, no runtime call, no copy) and the host batch refilled oldest first, as CUDA batches are
-// (malloc'd memory, no runtime call): which of the memory, the order of refills and the uploads
-// costs the producers their time.
+// first, no runtime call, no copy), alone and beside raw uploads of another buffer at the link's
+// rate: whether the memory, the link's traffic or the uploads of what the producers have just
+// written cost them their time. (Write-combined and huge-page pinned memory, newest-first refills
+// and streamed stores were tried too: docs/performance.md.)
 struct fill_totals {
   std::atomic<std::int64_t> first_record_ns{0};
   std::atomic<std::int64_t> transform_ns{0};
@@ -328,51 +304,7 @@ class no_upload_batch : public batch_type {
   std::size_t size_ = 0;
 };
 
-// A host batch refilled oldest first, as CUDA batches are.
-struct least_recent_host_batch : crema::host_batch<float> {
-  using crema::host_batch<float>::host_batch;
-  void retire_after(int /*unused*/) noexcept {}
-};
-
-// The default CUDA batch refilled newest first, as host batches are (and waiting, as they do, for
-// the slot it handed on last, where that is short beside a fill).
-struct most_recent_batch : batch_type {
-  using batch_type::batch_type;
-  static constexpr crema::slot_reuse refill_order = crema::slot_reuse::most_recent;
-};
-
-// Host memory on transparent huge pages (where the kernel gives them), pinned by
-// cudaHostRegister: whether the pages' size costs cudaHostAlloc's memory its time.
-struct registered_huge_pages {
-  static constexpr std::size_t huge = std::size_t{2} << 20;
-  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment) const {
-    if (alignment > huge) throw std::bad_alloc();
-    const std::size_t size = (bytes + huge - 1) / huge * huge;
-    void* pointer = std::aligned_alloc(huge, size);
-    if (pointer == nullptr) throw std::bad_alloc();
-    (void)madvise(pointer, size, MADV_HUGEPAGE);
-    std::memset(pointer, 0, size);
-    CREMA_CUDA_TRY(cudaHostRegister(pointer, size, cudaHostRegisterPortable));
-    return pointer;
-  }
-  void deallocate(void* pointer, std::size_t /*bytes*/, std::size_t /*alignment*/) const noexcept {
-    (void)cudaHostUnregister(pointer);
-    std::free(pointer);
-  }
-};
-using huge_page_batch =
-    crema::device_batch<float, registered_huge_pages, crema::cuda_device_resource>;
-
-enum class profiled {
-  cuda,
-  host,
-  no_upload,
-  least_recent_host,
-  most_recent,
-  huge_pages,
-  streamed,
-  no_upload_beside_copies
-};
+enum class profiled { cuda, host, no_upload, no_upload_beside_copies };
 
 // Raw pinned uploads of a buffer of their own, back to back on a thread of their own while it
 // lives: the link's traffic without the feed's bytes, beside a feed that uploads nothing.
@@ -405,19 +337,15 @@ class background_copies {
   std::thread thread_;
 };
 
-// `streamed`: the transform writes past the caches (caffe_transform_options::stream_from_bytes 0);
 // `beside_copies`: raw uploads of another buffer run meanwhile.
 template <class Batch>
-void profiled_feed(benchmark::State& state, bool uploads, bool streamed = false,
-                   bool beside_copies = false) {
+void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = false) {
   const dataset& set = small;
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
-  crema::caffe_transform_options transform = crema::bench::data_layer::transform_of(set).options();
-  if (streamed) transform.stream_from_bytes = 0;
   std::optional<background_copies> copies;
   if (beside_copies) copies.emplace();
-  crema::caffe_batcher batcher({3, set.side, set.side}, crema::caffe_transform(transform),
+  crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
                                [](const crema::batch_context& where, crema::record_shape shape) {
                                  return timed<Batch>(where.batch_size, shape);
                                });
@@ -460,16 +388,8 @@ void profiled_data_layer(benchmark::State& state, profiled what) {
       return profiled_feed<crema::host_batch<float>>(state, false);
     case profiled::no_upload:
       return profiled_feed<no_upload_batch>(state, false);
-    case profiled::least_recent_host:
-      return profiled_feed<least_recent_host_batch>(state, false);
-    case profiled::most_recent:
-      return profiled_feed<most_recent_batch>(state, true);
-    case profiled::huge_pages:
-      return profiled_feed<huge_page_batch>(state, true);
-    case profiled::streamed:
-      return profiled_feed<batch_type>(state, true, true);
     case profiled::no_upload_beside_copies:
-      return profiled_feed<no_upload_batch>(state, false, false, true);
+      return profiled_feed<no_upload_batch>(state, false, true);
   }
 }
 void profile_threads(benchmark::internal::Benchmark* bench) {
@@ -484,18 +404,6 @@ BENCHMARK_CAPTURE(profiled_data_layer, host, profiled::host)
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, no_upload, profiled::no_upload)
     ->Name("profile/cuda-no-upload/data_layer/small")
-    ->Apply(profile_threads);
-BENCHMARK_CAPTURE(profiled_data_layer, least_recent_host, profiled::least_recent_host)
-    ->Name("profile/host-least-recent/data_layer/small")
-    ->Apply(profile_threads);
-BENCHMARK_CAPTURE(profiled_data_layer, most_recent, profiled::most_recent)
-    ->Name("profile/cuda-most-recent/data_layer/small")
-    ->Apply(profile_threads);
-BENCHMARK_CAPTURE(profiled_data_layer, huge_pages, profiled::huge_pages)
-    ->Name("profile/cuda-huge-pages/data_layer/small")
-    ->Apply(profile_threads);
-BENCHMARK_CAPTURE(profiled_data_layer, streamed, profiled::streamed)
-    ->Name("profile/cuda-streamed/data_layer/small")
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, no_upload_beside_copies, profiled::no_upload_beside_copies)
     ->Name("profile/cuda-no-upload-beside-copies/data_layer/small")
@@ -523,9 +431,6 @@ BENCHMARK_CAPTURE(data_layer, small_shared, small, uploads_on::shared_stream)
 BENCHMARK_CAPTURE(data_layer, small_uploader, small, uploads_on::uploader)
     ->Name("crema-uploader/data_layer/small")
     ->Apply(by_threads);
-BENCHMARK_CAPTURE(write_combined_data_layer, small, small)
-    ->Name("crema-write-combined/data_layer/small")
-    ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, small, small)->Name("host/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large, large, uploads_on::own_stream)
@@ -536,9 +441,6 @@ BENCHMARK_CAPTURE(data_layer, large_shared, large, uploads_on::shared_stream)
     ->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large_uploader, large, uploads_on::uploader)
     ->Name("crema-uploader/data_layer/large")
-    ->Apply(by_threads);
-BENCHMARK_CAPTURE(write_combined_data_layer, large, large)
-    ->Name("crema-write-combined/data_layer/large")
     ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, large, large)->Name("host/data_layer/large")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
@@ -552,8 +454,7 @@ int main(int argc, char** argv) {
         fmt::print("\nwhere the small feed's producers spend a batch (profile/)\n");
         for (const long threads : {4L, 16L}) {
           for (const char* feed :
-               {"host", "cuda", "cuda-no-upload", "host-least-recent", "cuda-most-recent",
-                "cuda-huge-pages", "cuda-streamed", "cuda-no-upload-beside-copies"}) {
+               {"host", "cuda", "cuda-no-upload", "cuda-no-upload-beside-copies"}) {
             const auto of =
                 fmt::format("profile/{}/data_layer/small/threads:{}/real_time", feed, threads);
             const double ns = reporter.nanoseconds(of);
@@ -579,7 +480,6 @@ int main(int argc, char** argv) {
             const double crema_ns = reporter.nanoseconds("crema/" + name);
             const double shared_ns = reporter.nanoseconds("crema-shared-stream/" + name);
             const double uploader_ns = reporter.nanoseconds("crema-uploader/" + name);
-            const double combined_ns = reporter.nanoseconds("crema-write-combined/" + name);
             const double host_ns = reporter.nanoseconds("host/" + name);
             const double raw_ns = reporter.nanoseconds("baseline/" + name);
             if (crema_ns <= 0 || raw_ns <= 0) continue;  // not run (a filter)
@@ -609,15 +509,7 @@ int main(int argc, char** argv) {
                   static_cast<double>(records) / uploader_ns * 1e9, crema_ns / uploader_ns,
                   host_ns > 0 ? host_ns / uploader_ns : 0.0);
             }
-            if (combined_ns > 0) {
-              fmt::print(
-                  "    write-combined pinned memory: {:.0f} samples/s ({:.3f} of a stream each; "
-                  "{:.3f} of host batches)\n",
-                  static_cast<double>(records) / combined_ns * 1e9, crema_ns / combined_ns,
-                  host_ns > 0 ? host_ns / combined_ns : 0.0);
-            }
-            constexpr std::array feeds{"host", "crema", "crema-shared-stream", "crema-uploader",
-                                       "crema-write-combined"};
+            constexpr std::array feeds{"host", "crema", "crema-shared-stream", "crema-uploader"};
             // The host's cost of a sample (gpu::host_cost): where a feed stops scaling, whether
             // the host works harder for each sample or waits.
             fmt::print("    host CPU a sample (system's share, sleeps a 1,000):");

@@ -40,9 +40,9 @@
 /// into the batch's device memory, on the batch's own stream, and uploads the labels. The
 /// consumer's stream waits for one event a batch. The producers share a few decoders on each
 /// device, lent for one batch's decoding at a time: the GPU's JPEG engine is one, and more
-/// decoders feeding it deliver less. A producer that finds every decoder lent decodes the last
-/// images of its batch itself, on the CPU path, until one comes back: the host's idle cores join
-/// the engine where it is the bound. Component `crema::nvjpeg`;
+/// decoders feeding it deliver less. A producer that finds every decoder lent may decode the last
+/// images of its batch itself, on the CPU path, until one comes back (`max_host_share`): the
+/// host's idle cores join the engine where it is the bound. Component `crema::nvjpeg`;
 /// `nvjpeg_batcher<T>` with the kernels is in nvjpeg_batcher.cuh.
 
 namespace crema::cuda {
@@ -57,14 +57,16 @@ struct nvjpeg_batcher_options {
   /// H100, 16 producers with a decoder each delivered less than 4 (docs/performance.md).
   /// 0: a decoder for every producer that needs one.
   std::size_t decoders = 4;
-  /// While every decoder of its device is lent, a producer decodes its batch's images itself,
-  /// the last first, with the CPU path (`image_transform`, windows decoded at full size as on
-  /// the GPU) into pinned memory uploaded with the batch, and takes the first decoder given back
-  /// for the rest: at most this share of each batch (the pinned memory a slot keeps grows to
-  /// it). Which images go to the CPU then depends on timing, not on which window a sample gets;
-  /// their values are the CPU path's, within the bound nvJPEG's own are. 0: producers wait for a
-  /// decoder. On an H100 with 16 producers and 4 decoders, see docs/performance.md.
-  double max_host_share = 0.25;
+  /// While every decoder of its device is lent, a producer may decode its batch's images
+  /// itself, the last first, with the CPU path (`image_transform`, windows decoded at full size
+  /// as on the GPU) into pinned memory uploaded with the batch, and take the first decoder given
+  /// back for the rest: at most this share of each batch (the pinned memory a slot keeps grows
+  /// to it). Which images go to the CPU then depends on timing, not on which window a sample
+  /// gets; their values are the CPU path's, within the bound nvJPEG's own are. 0 (the default):
+  /// producers wait for a decoder. For hosts where the JPEG engine is the bound and cores are
+  /// idle; on an H100 host of 16 cores it delivered the same and cost 1.7 to 3 times the host's
+  /// CPU a sample (docs/performance.md).
+  double max_host_share = 0.0;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};
 };

@@ -53,14 +53,9 @@ struct batch_slot {
   // device still reads it and its upload may still be running; its next fill waits for both.
   // Such slots are refilled oldest first, so that the wait is the shortest; the others newest
   // first, while their memory is in the cache.
-  // A batch type may say which itself (`static constexpr slot_reuse refill_order`).
-  static constexpr slot_reuse reuse = [] {
-    if constexpr (holds_batch) {
-      if constexpr (requires { batch_type::refill_order; }) return batch_type::refill_order;
-    }
-    return holds_batch && retires_after_device_work<batch_type> ? slot_reuse::least_recent
-                                                                : slot_reuse::most_recent;
-  }();
+  static constexpr slot_reuse reuse = holds_batch && retires_after_device_work<batch_type>
+                                          ? slot_reuse::least_recent
+                                          : slot_reuse::most_recent;
 
   template <class MakeBatch>
   batch_slot(std::size_t batch_size, MakeBatch&& make_batch)
