@@ -5,7 +5,9 @@
 // 3x256x256, crop 224, batch 32), one pass per iteration, on 2, 4, 8 and 16 producer threads,
 // each batch uploading on a stream of its own (crema's default) and, beside it, on one stream
 // its consumer's batches share, and through one batch_uploader (a thread that starts every
-// batch's upload on its stream, so that the producers make no runtime call to finish a batch).
+// batch's upload on its stream, so that the producers make no runtime call to finish a batch),
+// and as batches of bytes (crema-bytes/: the crop and mirror on the host, a quarter of the
+// bytes uploaded, the mean and scale by a kernel on the consumer's stream).
 // Beside them, in the same run: the same pipeline into host batches
 // (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
 // uploads alone would take), the producers' runtime calls alone (calls/: each thread finishes
@@ -15,6 +17,7 @@
 // the data layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/core/cuda/device.hpp>
 #include <crema/io/caffe_batcher.hpp>
+#include <crema/io/caffe_normalization.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/pipeline/batch_uploader.hpp>
@@ -60,14 +63,17 @@ void by_threads(benchmark::internal::Benchmark* bench) {
 }
 
 std::size_t output_elements(const dataset& set) { return 3 * set.crop * set.crop; }
-// Bytes one pass uploads: every record's floats and its label.
-std::size_t pass_bytes(const dataset& set, std::size_t records) {
-  return records * (output_elements(set) + 1) * sizeof(float);
+// Bytes one pass uploads: every record's values (floats, or bytes) and its float label.
+std::size_t pass_bytes(const dataset& set, std::size_t records,
+                       std::size_t value_bytes = sizeof(float)) {
+  return records * (output_elements(set) * value_bytes + sizeof(float));
 }
-void count_pass(benchmark::State& state, const dataset& set, std::size_t records) {
+void count_pass(benchmark::State& state, const dataset& set, std::size_t records,
+                std::size_t value_bytes = sizeof(float)) {
   const auto passes = static_cast<std::int64_t>(state.iterations());
   state.SetItemsProcessed(passes * static_cast<std::int64_t>(records));
-  state.SetBytesProcessed(passes * static_cast<std::int64_t>(pass_bytes(set, records)));
+  state.SetBytesProcessed(passes *
+                          static_cast<std::int64_t>(pass_bytes(set, records, value_bytes)));
 }
 
 // Who starts a batch's upload, and on which stream.
@@ -137,6 +143,51 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   const feed_waits waits(pipe.stats());
   for (auto _ : state) pass();
   count_pass(state, set, db.records());
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
+  waits.count(state, pipe.stats(), threads);
+}
+
+// The same data layer into CUDA batches of bytes (the crop and mirror on the host, a quarter of
+// the floats' bytes uploaded), the consumer's stream making them floats (the mean and scale:
+// crema::cuda::caffe_normalize) before its step reads them: what the consumer gets is the float
+// feed's, bit for bit.
+void byte_data_layer(benchmark::State& state, const dataset& set) {
+  using byte_batch = crema::cuda::device_batch<std::uint8_t>;
+  const auto& db = crema::bench::data_layer::database_of(set);
+  const auto threads = static_cast<std::size_t>(state.range(0));
+  crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
+                               [](const crema::batch_context& where, crema::record_shape shape) {
+                                 return byte_batch(where.batch_size, shape);
+                               });
+  const crema::caffe_normalization normalization = batcher.transform().normalization();
+  const crema::record_shape shape = batcher.shape();
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(db.path()),
+      batcher,
+      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+  auto consumer = pipe.consumer(0);
+  crema::cuda_stream compute;
+  gpu::device_memory sink(sizeof(float));
+  gpu::device_memory floats(set.batch * shape.elements() * sizeof(float));
+  const auto pass = [&] {
+    for (std::size_t read = 0; read < db.records();) {
+      auto batch = consumer.pull();
+      const auto bytes = batch->device(compute).data;
+      gpu::normalize_bytes(bytes.data(), bytes.size(), floats.floats(), shape, normalization,
+                           compute.native_handle());
+      const std::size_t records = batch->size();
+      gpu::touch_records(floats.floats(), shape.elements(), records, sink.floats(),
+                         compute.native_handle());
+      batch.release_after(compute.record());
+      read += records;
+    }
+    compute.synchronize();
+  };
+  pass();
+  const gpu::host_cost cost;
+  const feed_waits waits(pipe.stats());
+  for (auto _ : state) pass();
+  count_pass(state, set, db.records(), 1);
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
   waits.count(state, pipe.stats(), threads);
 }
@@ -431,6 +482,9 @@ BENCHMARK_CAPTURE(data_layer, small_shared, small, uploads_on::shared_stream)
 BENCHMARK_CAPTURE(data_layer, small_uploader, small, uploads_on::uploader)
     ->Name("crema-uploader/data_layer/small")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(byte_data_layer, small, small)
+    ->Name("crema-bytes/data_layer/small")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, small, small)->Name("host/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large, large, uploads_on::own_stream)
@@ -441,6 +495,9 @@ BENCHMARK_CAPTURE(data_layer, large_shared, large, uploads_on::shared_stream)
     ->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large_uploader, large, uploads_on::uploader)
     ->Name("crema-uploader/data_layer/large")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(byte_data_layer, large, large)
+    ->Name("crema-bytes/data_layer/large")
     ->Apply(by_threads);
 BENCHMARK_CAPTURE(host_data_layer, large, large)->Name("host/data_layer/large")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
@@ -480,6 +537,7 @@ int main(int argc, char** argv) {
             const double crema_ns = reporter.nanoseconds("crema/" + name);
             const double shared_ns = reporter.nanoseconds("crema-shared-stream/" + name);
             const double uploader_ns = reporter.nanoseconds("crema-uploader/" + name);
+            const double bytes_ns = reporter.nanoseconds("crema-bytes/" + name);
             const double host_ns = reporter.nanoseconds("host/" + name);
             const double raw_ns = reporter.nanoseconds("baseline/" + name);
             if (crema_ns <= 0 || raw_ns <= 0) continue;  // not run (a filter)
@@ -509,7 +567,15 @@ int main(int argc, char** argv) {
                   static_cast<double>(records) / uploader_ns * 1e9, crema_ns / uploader_ns,
                   host_ns > 0 ? host_ns / uploader_ns : 0.0);
             }
-            constexpr std::array feeds{"host", "crema", "crema-shared-stream", "crema-uploader"};
+            if (bytes_ns > 0) {
+              fmt::print(
+                  "    batches of bytes, made floats on the device: {:.0f} samples/s ({:.3f} of "
+                  "host batches)\n",
+                  static_cast<double>(records) / bytes_ns * 1e9,
+                  host_ns > 0 ? host_ns / bytes_ns : 0.0);
+            }
+            constexpr std::array feeds{"host", "crema", "crema-shared-stream", "crema-uploader",
+                                       "crema-bytes"};
             // The host's cost of a sample (gpu::host_cost): where a feed stops scaling, whether
             // the host works harder for each sample or waits.
             fmt::print("    host CPU a sample (system's share, sleeps a 1,000):");

@@ -1,6 +1,7 @@
 #include "gpu/kernels.hpp"
 
 #include <crema/core/cuda/cuda_try.hpp>
+#include <crema/io/cuda/caffe_normalize.cuh>
 
 namespace crema::bench::gpu {
 namespace {
@@ -41,6 +42,12 @@ void busy_step(const float* data, std::size_t record_elements, std::size_t recor
   busy_step_kernel<<<1, threads, 0, stream>>>(data, record_elements, records, sink,
                                               static_cast<long long>(cycles));
   CREMA_CUDA_TRY(cudaGetLastError());
+}
+
+void normalize_bytes(const std::uint8_t* in, std::size_t count, float* out,
+                     crema::record_shape shape, const crema::caffe_normalization& normalization,
+                     cudaStream_t stream) {
+  crema::cuda::caffe_normalize({in, count}, out, shape, normalization, stream);
 }
 
 }  // namespace crema::bench::gpu

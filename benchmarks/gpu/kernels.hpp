@@ -3,6 +3,9 @@
 // The consumer's side of the GPU benchmarks: kernels that stand for a training step, launched from
 // C++ compiled by the host compiler (the kernels themselves are in kernels.cu, built by nvcc).
 
+#include <crema/io/caffe_normalization.hpp>
+#include <crema/pipeline/record_shape.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -19,5 +22,11 @@ void touch_records(const float* data, std::size_t record_elements, std::size_t r
 /// `cycles` clock cycles of its multiprocessor have passed.
 void busy_step(const float* data, std::size_t record_elements, std::size_t records, float* sink,
                std::int64_t cycles, cudaStream_t stream);
+
+/// A batch of bytes made floats: `crema::cuda::caffe_normalize` of `count` bytes (whole records
+/// of `shape`) into `out`, for callers the host compiler builds.
+void normalize_bytes(const std::uint8_t* in, std::size_t count, float* out,
+                     crema::record_shape shape, const crema::caffe_normalization& normalization,
+                     cudaStream_t stream);
 
 }  // namespace crema::bench::gpu

@@ -36,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -325,6 +326,24 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(got == expected);
       CHECK(consumer_waits == expected.size());
     }
+  }
+
+  TEST_CASE("an nvjpeg_batcher of 8-bit samples delivers the CPU pipeline's, its labels float") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    crema::test::scratch_directory scratch("nvjpeg-bytes");
+    make_folder(scratch.path());
+    crema::image_transform_options options = every_kind().front();
+    options.decode.dct_scaling = false;  // as the GPU decodes: at full size
+    const std::size_t sample = crema::image_transform(options).shape().elements();
+    const batches expected = epoch(scratch.path(),
+                                   crema::image_batcher(crema::image_transform(options),
+                                                        crema::make_host_batch<std::uint8_t>{}),
+                                   1, crema::test::read_host_batch(sample));
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<std::uint8_t, decoder>;
+    static_assert(std::is_same_v<batcher_type::batch::label_type, float>);
+    crema::cuda_stream compute;
+    const batches got = epoch(scratch.path(), batcher_type(options), 2, read_device_batch(compute));
+    CHECK(got == expected);
   }
 
   TEST_CASE("an nvjpeg_batcher's producers share at most its number of decoders a device") {

@@ -4,6 +4,7 @@
 // same bytes whatever the producer and thread counts.
 
 #include <crema/io/caffe_batcher.hpp>
+#include <crema/io/caffe_normalization.hpp>
 #include <crema/io/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
@@ -35,6 +36,7 @@
 #include <numeric>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -311,9 +313,147 @@ std::vector<float> values_of_pass(const fs::path& path, const crema::caffe_trans
   return values;
 }
 
+// The same pass into device batches of bytes (the crop and mirror) on the emulated device, their
+// values normalised on the host as the device would (`caffe_normalize_on_host`), and the labels.
+template <class Decoder>
+std::pair<std::vector<float>, std::vector<float>> byte_values_of_pass(
+    const fs::path& path, const crema::caffe_transform& transform, Decoder decoder,
+    crema::record_shape input) {
+  using byte_batch = crema::device_batch<std::uint8_t>;
+  crema::caffe_batcher batcher(
+      input, transform,
+      [](const crema::batch_context& where, crema::record_shape shape) {
+        return byte_batch(where.batch_size, shape);
+      },
+      std::move(decoder));
+  crema::double_buffered_pipeline pipe{crema::lmdb_source(path),
+                                       batcher,
+                                       {.batch_size = 8,
+                                        .producers = 2,
+                                        .threads = 2,
+                                        .mode = crema::pipeline_mode::single_pass,
+                                        .ordered = true,
+                                        .seed = 5}};
+  const crema::caffe_normalization normalization = transform.normalization();
+  std::vector<float> values;
+  std::vector<float> labels;
+  for (auto batch : pipe.consumer(0)) {
+    const auto on_device = batch->device();
+    std::vector<float> normalised(on_device.data.size());
+    crema::caffe_normalize_on_host({on_device.data.data(), on_device.data.size()}, normalised,
+                                   batcher.shape(), normalization);
+    values.insert(values.end(), normalised.begin(), normalised.end());
+    labels.insert(labels.end(), on_device.labels.data(),
+                  on_device.labels.data() + on_device.labels.size());
+  }
+  return {std::move(values), std::move(labels)};
+}
+
 }  // namespace
 
 TEST_SUITE("caffe data layer") {
+  TEST_CASE(
+      "batches of bytes hold the crop and mirror: normalised, they are the float batches bit for "
+      "bit, and their labels pass 255") {
+    crema::test::watchdog guard(120s, "data layer bytes");
+    const std::vector<crema::caffe_transform_options> cases = {
+        {.crop_size = 6,
+         .mirror = true,
+         .training = true,
+         .scale = 0.0125f,
+         .mean_values = {104.0f, 117.0f, 123.0f}},
+        {.crop_size = 5, .training = false, .scale = 0.5f, .mean_values = {100.0f}},
+        {.mirror = true, .training = true}};
+    {
+      scratch_directory scratch("layer-bytes-raw");
+      const auto path = make_dataset(scratch.path(), 300, kind::mixed);  // raw, PNG, float
+      scratch_directory pixels_only("layer-bytes-raw-only");
+      const auto raw = make_dataset(pixels_only.path(), 300, kind::raw);
+      for (const auto& options : cases) {
+        CAPTURE(options.crop_size);
+        const crema::caffe_transform transform(options);
+        const crema::record_shape input{channels, side, side};
+        const auto floats = values_of_pass(raw, transform, crema::image_decoder{}, input);
+        const auto [bytes, labels] =
+            byte_values_of_pass(raw, transform, crema::no_image_decoder{}, input);
+        REQUIRE(bytes.size() == floats.size());
+        CHECK(std::memcmp(bytes.data(), floats.data(), floats.size() * sizeof(float)) == 0);
+        std::vector<float> indices(300);
+        std::iota(indices.begin(), indices.end(), 0.0f);
+        CHECK(labels == indices);
+      }
+      // A float record cannot go into bytes: the error names it.
+      crema::caffe_batcher batcher(
+          {channels, side, side}, training_transform(),
+          [](const crema::batch_context& where, crema::record_shape shape) {
+            return crema::device_batch<std::uint8_t>(where.batch_size, shape);
+          },
+          crema::image_decoder{});
+      crema::double_buffered_pipeline pipe{crema::lmdb_source(path), batcher, {.batch_size = 4}};
+      std::string what;
+      try {
+        for (auto batch : pipe.consumer(0)) (void)batch;
+      } catch (const crema::pipeline_error& error) {
+        try {
+          std::rethrow_if_nested(error);
+        } catch (const crema::format_error& cause) {
+          what = cause.what();
+        }
+      }
+      CHECK(what.find(key_of(2)) != std::string::npos);  // the first float record
+      CHECK(what.find("float values") != std::string::npos);
+    }
+    {
+      constexpr std::size_t height = 45;
+      constexpr std::size_t width = 61;
+      scratch_directory scratch("layer-bytes-jpeg");
+      const auto path = make_jpeg_dataset(scratch.path(), 40, height, width);
+      const crema::record_shape input{3, height, width};
+      for (auto options : cases) {
+        options.crop_size = options.crop_size == 0 ? 0 : 32;
+        CAPTURE(options.crop_size);
+        const crema::caffe_transform transform(options);
+        const auto floats = values_of_pass(
+            path, transform,
+            crema::image_decoder({.channels = 3, .order = crema::channel_order::bgr}), input);
+        const auto whole = byte_values_of_pass(
+            path, transform,
+            crema::image_decoder({.channels = 3, .order = crema::channel_order::bgr}), input);
+        const auto windows = byte_values_of_pass(
+            path, transform,
+            crema::image_window_decoder(
+                {.channels = 3, .order = crema::channel_order::bgr, .band_rows = 7}),
+            input);
+        REQUIRE(whole.first.size() == floats.size());
+        CHECK(std::memcmp(whole.first.data(), floats.data(), floats.size() * sizeof(float)) == 0);
+        REQUIRE(windows.first.size() == floats.size());
+        CHECK(std::memcmp(windows.first.data(), floats.data(), floats.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+
+  TEST_CASE(
+      "a transform with a mean file, or more channel means than a kernel takes, is refused "
+      "for batches of bytes") {
+    auto mean = std::make_shared<crema::blob>();
+    mean->shape = {1, channels, side, side};
+    mean->data.assign(channels * side * side, 1.0f);
+    const auto bytes = [](const crema::batch_context& where, crema::record_shape shape) {
+      return crema::device_batch<std::uint8_t>(where.batch_size, shape);
+    };
+    CHECK_THROWS_WITH_AS(crema::caffe_batcher({channels, side, side},
+                                              crema::caffe_transform({.mean_file = mean}), bytes),
+                         doctest::Contains("mean file"), crema::config_error);
+    CHECK_THROWS_WITH_AS(
+        crema::caffe_batcher({5, side, side},
+                             crema::caffe_transform({.mean_values = {1, 2, 3, 4, 5}}), bytes),
+        doctest::Contains("5 mean values"), crema::config_error);
+    // The float path takes both.
+    CHECK_NOTHROW(crema::caffe_batcher({channels, side, side},
+                                       crema::caffe_transform({.mean_file = mean}),
+                                       crema::make_host_batch<float>{}));
+  }
+
   TEST_CASE(
       "raw Datums reach the device transformed, each batch uploaded once, for 1 and 2 "
       "consumers") {

@@ -14,10 +14,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -85,6 +88,16 @@ struct rig {
 std::vector<float> labels_of(const float* on_device, std::size_t size) {
   return {on_device, on_device + size};
 }
+
+// Host memory one byte past malloc's: a resource that ignores the alignment asked of it.
+struct misaligned_host {
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t /*alignment*/) const {
+    return static_cast<std::byte*>(crema::host_malloc_resource{}.allocate(bytes + 1)) + 1;
+  }
+  void deallocate(void* pointer, std::size_t bytes, std::size_t /*alignment*/) const noexcept {
+    crema::host_malloc_resource{}.deallocate(static_cast<std::byte*>(pointer) - 1, bytes + 1);
+  }
+};
 
 }  // namespace
 
@@ -400,5 +413,26 @@ TEST_SUITE("device_batch") {
     }
     CHECK(setup.devices[0].stats().live_bytes == 0);
     CHECK(setup.devices[1].stats().live_bytes == 0);
+  }
+
+  TEST_CASE("a batch of bytes keeps float labels, and refuses a host block not aligned to them") {
+    crema::device_batch<std::uint8_t> bytes(3, {1, 2, 2});
+    static_assert(std::is_same_v<decltype(bytes)::label_type, float>);
+    for (std::size_t i = 0; i < 3; ++i) {
+      std::ranges::fill(bytes.record(i), static_cast<std::uint8_t>(200 + i));
+      bytes.set_label(i, 997.0f + static_cast<float>(i));
+    }
+    bytes.finish({.size = 3});
+    const auto on_device = bytes.device();
+    CHECK(std::vector<float>(on_device.labels.data(), on_device.labels.data() + 3) ==
+          std::vector<float>{997.0f, 998.0f, 999.0f});
+    CHECK(std::vector<std::uint8_t>(on_device.data.data(), on_device.data.data() + 12) ==
+          std::vector<std::uint8_t>{200, 200, 200, 200, 201, 201, 201, 201, 202, 202, 202, 202});
+    // The data starts 256 bytes in: the labels' share is rounded up to it.
+    CHECK(bytes.data_offset() == 256);
+
+    crema::device_batch<std::uint8_t, misaligned_host> off(2, {1, 1, 1});
+    CHECK_THROWS_WITH_AS(off.set_label(0, 1.0f), doctest::Contains("not aligned"),
+                         crema::state_error);
   }
 }

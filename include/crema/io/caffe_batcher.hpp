@@ -104,8 +104,9 @@ template <class Decoder = no_image_decoder>
 /// batches whatever the producer and thread counts. Copied once per producer: each copy has its
 /// own decoder and scratch, reused (no allocation per record once they have grown).
 /// @tparam MakeBatch `Batch(const batch_context&, record_shape)`: makes one batch per slot
-///         (a `device_batch` on the consumer's device, say), with `record(i)` (a span of floats)
-///         and `set_label(i, float)`
+///         (a `device_batch` on the consumer's device, say), with `record(i)` (a span of floats,
+///         or of `std::uint8_t`: the crop and mirror alone, 8-bit records only, their mean and
+///         scale left to the device, `transform().normalization()`) and `set_label(i, float)`
 /// @tparam Decoder   decodes encoded records: `crema::image_window_decoder` (only the crop is
 ///         decoded, and written row band by row band; order it BGR, as Caffe's images are), or
 ///         `crema::image_decoder` (the whole image, then the transform); `no_image_decoder`
@@ -114,15 +115,30 @@ template <class MakeBatch, class Decoder = no_image_decoder>
 class caffe_batcher {
  public:
   using batch_type = std::invoke_result_t<const MakeBatch&, const batch_context&, record_shape>;
+  /// What `record(i)` of a batch holds: float (the whole transform), or `std::uint8_t` (the crop
+  /// and mirror; the mean and scale are `transform().normalization()`, for the device)
+  using element_type =
+      typename decltype(std::declval<batch_type&>().record(std::size_t{}))::element_type;
+  static_assert(std::is_same_v<element_type, float> || std::is_same_v<element_type, std::uint8_t>,
+                "crema: a caffe_batcher writes float or std::uint8_t records");
+  static_assert(
+      !std::is_same_v<element_type, std::uint8_t> ||
+          requires { requires sizeof(typename batch_type::label_type) > 1; },
+      "crema: a batch of 8-bit pixels must keep its labels wider (device_batch keeps "
+      "float)");
 
   /// @param input     the shape of the records' values (see `datum_shape`)
   /// @param transform crop, mirror, mean and scale
+  /// @throws crema::config_error for a batch of bytes and a transform that cannot leave its mean
+  ///         and scale to the device (`caffe_transform::check_byte_output`)
   caffe_batcher(record_shape input, caffe_transform transform, MakeBatch make,
                 Decoder decoder = Decoder{})
       : transform_(std::move(transform)),
         shape_(transform_.output_shape(input.channels, input.height, input.width)),
         make_(std::move(make)),
-        decoder_(std::move(decoder)) {}
+        decoder_(std::move(decoder)) {
+    if constexpr (std::is_same_v<element_type, std::uint8_t>) transform_.check_byte_output();
+  }
 
   /// @return one record's shape in a batch
   [[nodiscard]] record_shape shape() const noexcept { return shape_; }
@@ -135,7 +151,7 @@ class caffe_batcher {
   void operator()(const Record& record, batch_type& batch, const sample_context& context) {
     const std::string_view key = record.key_text();
     const datum_view datum = decode_datum(record.value, key);
-    const std::span<float> out = batch.record(context.index);
+    const std::span<element_type> out = batch.record(context.index);
     sample_rng rng = context.rng();
     if (datum.encoded) {
       if constexpr (window_decoder<Decoder>) {
@@ -144,6 +160,12 @@ class caffe_batcher {
         put(decoder_.decode(datum.data, key), out, rng, key);
       }
     } else if (datum.data.empty()) {  // pixels win over floats, as in Caffe
+      if constexpr (std::is_same_v<element_type, std::uint8_t>) {
+        detail::fail<format_error>(
+            "record {}: float values, and the batch holds 8-bit pixels (make its batches of "
+            "float)",
+            key);
+      }
       floats_.resize(datum.float_count);
       datum.copy_floats(floats_);
       put(image_view<float>::planar(floats_.data(), dim(datum.channels), dim(datum.height),
@@ -177,7 +199,7 @@ class caffe_batcher {
 
   // The crop is drawn from the header's size before decoding; only its rows and columns are
   // decoded, and each band of rows is transformed as it comes, while in the cache.
-  void put_window(std::span<const std::byte> bytes, std::span<float> out, sample_rng& rng,
+  void put_window(std::span<const std::byte> bytes, std::span<element_type> out, sample_rng& rng,
                   std::string_view key) {
     if (out.size() != shape_.elements()) {
       detail::fail<length_error>("caffe_batcher: a record of {} values does not fit {} values",
@@ -196,7 +218,7 @@ class caffe_batcher {
       const caffe_transform& transform;
       const record_shape& input;
       const caffe_crop& crop;
-      std::span<float> out;
+      std::span<element_type> out;
       std::size_t width;
       std::string_view key;
       // The plan asks for the crop at full size: the decoder hands over exactly its columns.
@@ -218,10 +240,12 @@ class caffe_batcher {
   }
 
   template <class T>
-  void put(const image_view<T>& in, std::span<float> out, sample_rng& rng,
+  void put(const image_view<T>& in, std::span<element_type> out, sample_rng& rng,
            std::string_view key) const {
     check_shape({in.channels, in.height, in.width}, key);
-    transform_(in, out, rng, key);
+    if constexpr (std::is_same_v<element_type, float> || std::is_same_v<T, std::uint8_t>) {
+      transform_(in, out, rng, key);
+    }
   }
 
   caffe_transform transform_;

@@ -2,6 +2,7 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/blob_proto.hpp>
+#include <crema/io/caffe_normalization.hpp>
 #include <crema/io/detail/rgb_split.hpp>
 #include <crema/io/image_view.hpp>
 #include <crema/pipeline/record_shape.hpp>
@@ -93,7 +94,8 @@ struct caffe_crop {
 
 /// @brief Caffe's `DataTransformer`: crop (random in training, the centre in testing), mirror,
 /// mean (an image or per-channel values) and scale, from 8-bit or float values in any layout
-/// into float values channel-first.
+/// into float values channel-first; or the crop and mirror alone from 8-bit values into bytes,
+/// whose mean and scale `normalization()` applies where they are used (on the device).
 ///
 /// Output (c, h, w) is `(in(c, h + dy, x) - mean) * scale` with x = w + dx, or
 /// x = dx + width - 1 - w when mirrored, where the mean is the mean image's value at
@@ -156,6 +158,56 @@ class caffe_transform {
     rows.height = shape.height;
     rows.width = shape.width;
     write_rows(rows, 0, crop, input, out);
+  }
+
+  /// @brief The crop and mirror alone, into bytes: what a batch of `std::uint8_t` pixels holds,
+  /// the mean and scale left to where it is used (`normalization()`). Output (c, h, w) is
+  /// `in(c, h + dy, x)`, x as above, from the same draws: normalised, the float overload's values
+  /// bit for bit.
+  /// @throws as the float overload, and crema::config_error with a mean file (subtracted before
+  ///         the crop, pixel by pixel: only the float path does that)
+  void operator()(image_view<std::uint8_t> in, std::span<std::uint8_t> out, sample_rng& rng,
+                  std::string_view key = {}) const {
+    check_byte_output();
+    const record_shape input{in.channels, in.height, in.width};
+    check_input(input, key);
+    check_output_size(input, out.size());
+    const caffe_crop crop = draw_crop(input, rng);
+    const record_shape shape = output_shape(in.channels, in.height, in.width);
+    image_view<std::uint8_t> rows = in;
+    rows.data += crop.top * in.row_stride + crop.left * in.column_stride;
+    rows.height = shape.height;
+    rows.width = shape.width;
+    write_rows(rows, 0, crop, input, out);
+  }
+
+  /// @brief The mean and scale that a batch of bytes (the overload above) is left to apply.
+  /// @throws crema::config_error with a mean file, or per-channel means for more than
+  ///         `caffe_normalization::max_channels` channels
+  [[nodiscard]] caffe_normalization normalization() const {
+    check_byte_output();
+    caffe_normalization normalization;
+    normalization.scale = options_.scale;
+    normalization.one_mean = options_.mean_values.size() <= 1;
+    for (std::size_t c = 0; c < options_.mean_values.size(); ++c) {
+      normalization.means[c] = options_.mean_values[c];
+    }
+    return normalization;
+  }
+  /// @brief Checks that this transform can write bytes (the overload above).
+  /// @throws crema::config_error as `normalization()` does
+  void check_byte_output() const {
+    if (options_.mean_file) {
+      detail::fail<config_error>(
+          "caffe_transform: a mean file is subtracted before the crop, pixel by pixel; batches "
+          "of bytes take mean values only");
+    }
+    if (options_.mean_values.size() > caffe_normalization::max_channels) {
+      detail::fail<config_error>(
+          "caffe_transform: {} mean values; batches of bytes take at most {} (or one for all "
+          "channels)",
+          options_.mean_values.size(), caffe_normalization::max_channels);
+    }
   }
 
   /// @brief Checks that records of `input`'s shape can be transformed: what `operator()`
@@ -270,6 +322,29 @@ class caffe_transform {
     // Streamed lines are not ordered with later stores: the batch is handed on only after them.
     if (stream) _mm_sfence();
 #endif
+  }
+
+  /// @brief As the float `write_rows`, into bytes: the crop and mirror alone (see the byte
+  /// `operator()`). Thread-safe, never blocks, allocates nothing.
+  void write_rows(image_view<std::uint8_t> rows, std::size_t first, const caffe_crop& crop,
+                  const record_shape& input, std::span<std::uint8_t> out) const noexcept {
+    const record_shape shape = output_shape(input.channels, input.height, input.width);
+    const std::size_t width = shape.width;
+    const std::size_t plane_size = shape.height * width;
+    for (std::size_t c = 0; c < rows.channels; ++c) {
+      for (std::size_t h = 0; h < rows.height; ++h) {
+        const std::uint8_t* from = rows.data + c * rows.channel_stride + h * rows.row_stride;
+        std::uint8_t* to = out.data() + c * plane_size + (first + h) * width;
+        const std::size_t step = rows.column_stride;
+        if (crop.mirror) {
+          for (std::size_t w = 0; w < width; ++w) to[width - 1 - w] = from[w * step];
+        } else if (step == 1) {
+          std::memcpy(to, from, width);
+        } else {
+          for (std::size_t w = 0; w < width; ++w) to[w] = from[w * step];
+        }
+      }
+    }
   }
 
   [[nodiscard]] const caffe_transform_options& options() const noexcept { return options_; }
@@ -519,10 +594,13 @@ class caffe_transform {
   }
 
   void check_output(const record_shape& input, std::span<const float> out) const {
+    check_output_size(input, out.size());
+  }
+  void check_output_size(const record_shape& input, std::size_t size) const {
     const record_shape shape = output_shape(input.channels, input.height, input.width);
-    if (out.size() != shape.elements()) {
+    if (size != shape.elements()) {
       detail::fail<length_error>("caffe_transform: {} x {} x {} values out, but room for {}",
-                                 shape.channels, shape.height, shape.width, out.size());
+                                 shape.channels, shape.height, shape.width, size);
     }
   }
 

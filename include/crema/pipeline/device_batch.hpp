@@ -13,7 +13,10 @@
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -21,12 +24,18 @@
 
 namespace crema {
 
+/// @brief The type of a batch's labels: `T` itself, but `float` for element types narrower than
+/// it (a batch of `std::uint8_t` pixels keeps labels past 255 exact).
+template <class T>
+using batch_label_t =
+    std::conditional_t<std::is_floating_point_v<T> || (sizeof(T) >= sizeof(float)), T, float>;
+
 /// @brief What a consumer's device work reads of a `device_batch`: its `size()` records and
 /// their labels, in device memory. Trivially copyable; hand the pointers to a kernel.
-template <class T>
+template <class T, class Label = batch_label_t<T>>
 struct device_batch_view {
-  device_span<const T> data;    ///< [size, C, H, W]
-  device_span<const T> labels;  ///< [size]
+  device_span<const T> data;        ///< [size, C, H, W]
+  device_span<const Label> labels;  ///< [size]
 };
 
 /// @brief A batch a pipeline fills on the host and uploads to its consumer's device on the
@@ -35,30 +44,34 @@ struct device_batch_view {
 /// Labels `[N]` and data `[N, C, H, W]` share one `synced_buffer` (one `HostResource` block,
 /// pinned memory for CUDA, and one `DeviceResource` block on the consumer's device): the labels
 /// first, the data after them at the next 256 bytes, so that the data is as aligned as the
-/// block. A batch transform makes one per slot in `make_batch` and fills record `i` through
-/// `record(i)` and `set_label(i, label)`. Its finishing step (`finish`, called by the producer
-/// after the last record) starts one copy of the block on the batch's upload stream (its own, or
-/// one its consumer's batches share), records one event after it and returns: the consumer receives
-/// a batch whose copy is in flight or done. Made with a `batch_uploader`, the batch hands that
-/// step to the uploader's thread instead, and whoever touches the batch next first waits until
-/// the uploader has started the copy. The consumer reads `device()` (the host waits for the
-/// copy) or, without blocking the host, `device(consumer_stream)` (the consumer's stream waits for
-/// the copy's event: one wait for data and labels). Releasing the lease with
-/// `release_after(consumer_stream.record())` keeps the next upload into this batch from starting
-/// before the consumer's device work on it is done.
+/// block. Labels are `label_type`: T, or float where T is narrower (`std::uint8_t` pixels, whose
+/// mean and scale a kernel applies on the device, upload a quarter of float's bytes); the block
+/// must then be aligned to float, as every resource of crema's is. A batch transform makes one per
+/// slot in `make_batch` and fills record `i` through `record(i)` and `set_label(i, label)`. Its
+/// finishing step (`finish`, called by the producer after the last record) starts one copy of the
+/// block on the batch's upload stream (its own, or one its consumer's batches share), records one
+/// event after it and returns: the consumer receives a batch whose copy is in flight or done. Made
+/// with a `batch_uploader`, the batch hands that step to the uploader's thread instead, and whoever
+/// touches the batch next first waits until the uploader has started the copy. The consumer reads
+/// `device()` (the host waits for the copy) or, without blocking the host,
+/// `device(consumer_stream)` (the consumer's stream waits for the copy's event: one wait for data
+/// and labels). Releasing the lease with `release_after(consumer_stream.record())` keeps the next
+/// upload into this batch from starting before the consumer's device work on it is done.
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease; the
 /// pipeline orders the two). `record`, `set_label` and `finish` allocate only on the first fill.
-/// @tparam T the element type of data and labels (float, as Caffe's blobs)
+/// @tparam T the element type of the data (float, as Caffe's blobs, or `std::uint8_t` pixels)
+///           and of the labels (`batch_label_t<T>`)
 template <class T, host_resource HostResource = host_malloc_resource,
           device_resource DeviceResource = emulated_device_resource>
 class device_batch {
  public:
   using value_type = T;
+  using label_type = batch_label_t<T>;
   using buffer_type = synced_buffer<T, HostResource, DeviceResource>;
   using stream_type = typename DeviceResource::stream_type;
   using event_type = typename stream_type::event_type;
-  using view_type = device_batch_view<T>;
+  using view_type = device_batch_view<T, label_type>;
 
   /// @brief A batch that uploads on a stream of its own, made on `device`'s device: the producer
   /// that fills it shares no stream, and no lock of one, with the other producers (the
@@ -123,10 +136,13 @@ class device_batch {
     return all.subspan(begin, shape_.elements());
   }
   /// @brief Sets record `i`'s label on the host (for the transform).
-  void set_label(std::size_t i, T label) {
+  /// @throws crema::state_error if the host block is not aligned to `label_type` (a resource that
+  ///         ignores the alignment asked of it)
+  void set_label(std::size_t i, label_type label) {
     check_index("set_label", i);
     upload_.settle();
-    block_.mutable_host()[i] = label;
+    std::byte* const labels = label_bytes(block_.mutable_host().data());
+    std::memcpy(labels + i * sizeof(label_type), &label, sizeof(label_type));
   }
 
   /// @brief Called by the producer once the transform of record `i` is done: in builds with
@@ -177,9 +193,9 @@ class device_batch {
     return block_.host().subspan(data_offset_, size_ * shape_.elements());
   }
   /// @brief The labels as written on the host; as `host_data`.
-  [[nodiscard]] std::span<const T> host_labels() const {
+  [[nodiscard]] std::span<const label_type> host_labels() const {
     upload_.settle();
-    return block_.host().first(size_);
+    return {reinterpret_cast<const label_type*>(label_bytes(block_.host().data())), size_};
   }
 
   /// @return records in this batch (the last of a single pass may hold fewer than `capacity()`)
@@ -190,8 +206,8 @@ class device_batch {
   [[nodiscard]] record_shape shape() const noexcept { return shape_; }
   /// @return the stream the uploads go to
   [[nodiscard]] stream_type& stream() const noexcept { return *stream_; }
-  /// @return the block data and labels share (labels at 0, data at `data_offset()`), for
-  ///         engines that manage the copies themselves
+  /// @return the block data and labels share (labels at 0, as `label_type`, data at
+  ///         `data_offset()`), for engines that manage the copies themselves
   [[nodiscard]] const buffer_type& buffer() const {
     upload_.settle();
     return block_;
@@ -265,16 +281,34 @@ class device_batch {
     (void)block_.device(stream);
   }
 
-  // The labels' share of the block: `batch_size` elements rounded up to 256 bytes, where 256 is
-  // a multiple of the element size, so that the data starts as aligned as the block (cudaMalloc
-  // aligns to 256).
+  // The labels' share of the block, in elements: `batch_size` labels rounded up to 256 bytes,
+  // where 256 is a multiple of the element size, so that the data starts as aligned as the block
+  // (cudaMalloc aligns to 256).
   static std::size_t labels_stride(std::size_t batch_size) {
-    constexpr std::size_t step = 256 % sizeof(T) == 0 ? 256 / sizeof(T) : 1;
-    const auto rounded = detail::checked_add(batch_size, step - 1);
+    static_assert(sizeof(label_type) % sizeof(T) == 0, "crema: labels are whole elements");
+    constexpr std::size_t per_label = sizeof(label_type) / sizeof(T);
+    constexpr std::size_t step = 256 % sizeof(T) == 0 ? 256 / sizeof(T) : per_label;
+    const auto elements = detail::checked_mul(batch_size, per_label);
+    const auto rounded = elements ? detail::checked_add(*elements, step - 1) : std::nullopt;
     if (!rounded) {
       detail::fail<length_error>("device_batch: {} labels overflow", batch_size);
     }
     return *rounded / step * step;
+  }
+  // The labels' bytes at the start of the block, which must be aligned to them.
+  template <class Byte>
+  static auto* label_bytes(Byte* block) {
+    if (reinterpret_cast<std::uintptr_t>(block) % alignof(label_type) != 0) {
+      detail::fail<state_error>(
+          "device_batch: the host block is not aligned to its {}-byte labels; its resource "
+          "ignored the alignment asked of it",
+          alignof(label_type));
+    }
+    if constexpr (std::is_const_v<Byte>) {
+      return reinterpret_cast<const std::byte*>(block);
+    } else {
+      return reinterpret_cast<std::byte*>(block);
+    }
   }
   static std::shared_ptr<stream_type> stream_on(const DeviceResource& device) {
     if constexpr (std::is_constructible_v<stream_type, int>) {
@@ -296,7 +330,9 @@ class device_batch {
     return *all;
   }
   [[nodiscard]] view_type view_of(device_span<const T> block) const {
-    return {block.subspan(data_offset_, size_ * shape_.elements()), block.subspan(0, size_)};
+    return {
+        block.subspan(data_offset_, size_ * shape_.elements()),
+        device_span<const label_type>(reinterpret_cast<const label_type*>(block.data()), size_)};
   }
   void check_index(const char* call, std::size_t i) const {
     detail::check_batch_index("device_batch", call, i, capacity_);

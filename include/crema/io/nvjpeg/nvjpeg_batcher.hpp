@@ -209,7 +209,8 @@ class basic_nvjpeg_batcher {
   class batch {
    public:
     using value_type = T;
-    using view_type = device_batch_view<T>;
+    using label_type = batch_label_t<T>;  // float for 8-bit samples: labels past 255 stay exact
+    using view_type = device_batch_view<T, label_type>;
     using event_type = cuda_event;
 
     batch(std::size_t capacity, record_shape shape, int device,
@@ -217,7 +218,7 @@ class basic_nvjpeg_batcher {
         : shape_(shape),
           capacity_(capacity),
           most_on_host_(std::min(most_on_host, capacity)),
-          labels_stride_((capacity + 63) / 64 * 64),
+          labels_stride_((capacity * sizeof(label_type) + 255) / 256 * 256 / sizeof(T)),
           device_id_(device),
           stream_(std::make_shared<cuda_stream>(device)),
           decoders_(std::move(decoders)),
@@ -230,7 +231,7 @@ class basic_nvjpeg_batcher {
         if (p != nullptr) (void)cudaFree(p);
       });
       void* labels = nullptr;
-      CREMA_CUDA_TRY(cudaMallocHost(&labels, capacity * sizeof(T)));
+      CREMA_CUDA_TRY(cudaMallocHost(&labels, capacity * sizeof(label_type)));
       labels_ = std::shared_ptr<void>(labels, [](void* p) {
         if (p != nullptr) (void)cudaFreeHost(p);
       });
@@ -295,7 +296,7 @@ class basic_nvjpeg_batcher {
                                        (size_ - on_gpu) * sample * sizeof(T),
                                        cudaMemcpyHostToDevice, stream_->native_handle()));
       }
-      CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(T),
+      CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(label_type),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
       ready_ = stream_->record();
     }
@@ -325,7 +326,7 @@ class basic_nvjpeg_batcher {
       offsets_[i + 1] = bytes_.size();
       images_[i].rng = rng;
       keys_[i].assign(key);
-      static_cast<T*>(labels_.get())[i] = static_cast<T>(label);
+      static_cast<label_type*>(labels_.get())[i] = static_cast<label_type>(label);
     }
 
     [[nodiscard]] T* data() const noexcept {
@@ -353,7 +354,7 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] view_type view() const {
       const auto* block = static_cast<const T*>(device_.get());
       return {device_span<const T>(block + labels_stride_, size_ * shape_.elements()),
-              device_span<const T>(block, size_)};
+              device_span<const label_type>(static_cast<const label_type*>(device_.get()), size_)};
     }
     static void* allocate_on(int device, std::size_t bytes) {
       int current = 0;
@@ -373,7 +374,7 @@ class basic_nvjpeg_batcher {
     record_shape shape_;
     std::size_t capacity_;
     std::size_t most_on_host_;   // the most images of a batch its producer decodes itself
-    std::size_t labels_stride_;  // labels first, data from this element (256 bytes for float)
+    std::size_t labels_stride_;  // labels first, data from this element (at 256 bytes' multiple)
     int device_id_;
     std::shared_ptr<cuda_stream> stream_;
     std::shared_ptr<decoder_pool> decoders_;  // the batcher's
