@@ -60,12 +60,12 @@ struct nvjpeg_batcher_options {
   /// While every decoder of its device is lent, a producer may decode its batch's images
   /// itself, the last first, with the CPU path (`image_transform`, windows decoded at full size
   /// as on the GPU) into pinned memory uploaded with the batch, and take the first decoder given
-  /// back for the rest: at most this share of each batch (the pinned memory a slot keeps grows
-  /// to it). Which images go to the CPU then depends on timing, not on which window a sample
-  /// gets; their values are the CPU path's, within the bound nvJPEG's own are. 0 (the default):
-  /// producers wait for a decoder. For hosts where the JPEG engine is the bound and cores are
-  /// idle; on an H100 host of 16 cores it delivered the same and cost 1.7 to 3 times the host's
-  /// CPU a sample (docs/performance.md).
+  /// back for the rest: at most this share of each batch (a slot that does so keeps pinned
+  /// memory for that many samples). Which images go to the CPU then depends on timing, not on
+  /// which window a sample gets; their values are the CPU path's, within the bound nvJPEG's own
+  /// are. 0 (the default): producers wait for a decoder. For hosts where the JPEG engine is the
+  /// bound and cores are idle; on an H100 host of 16 cores it delivered the same and cost 1.7 to
+  /// 3.3 times the host's CPU a sample (docs/performance.md).
   double max_host_share = 0.0;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};
