@@ -107,7 +107,24 @@ class feed_waits {
   std::chrono::steady_clock::time_point begun_;
 };
 
-template <class Batch = batch_type>
+// One untimed pass (every slot's memory made, the database in the page cache), then the timed
+// ones; counts samples and bytes (`value_bytes` a value), the host's cost (gpu::host_cost) and
+// who waited (feed_waits) over the timed passes. `before_timing` runs between the two.
+template <class Pipeline, class Pass, class BeforeTiming = void (*)()>
+void time_passes(
+    benchmark::State& state, const dataset& set, const Pipeline& pipe, std::size_t producers,
+    Pass pass, std::size_t value_bytes = sizeof(float), BeforeTiming before_timing = [] {}) {
+  const std::size_t records = crema::bench::data_layer::database_of(set).records();
+  pass();
+  before_timing();
+  const gpu::host_cost cost;
+  const feed_waits waits(pipe.stats());
+  for (auto _ : state) pass();
+  count_pass(state, set, records, value_bytes);
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(records));
+  waits.count(state, pipe.stats(), producers);
+}
+
 void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
@@ -120,9 +137,9 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
   crema::caffe_batcher batcher(
       {3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
       [shared, uploader](const crema::batch_context& where_to, crema::record_shape shape) {
-        if (uploader) return Batch(where_to.batch_size, shape, uploader);
-        if (shared) return Batch(where_to.batch_size, shape, shared);
-        return Batch(where_to.batch_size, shape);
+        if (uploader) return batch_type(where_to.batch_size, shape, uploader);
+        if (shared) return batch_type(where_to.batch_size, shape, shared);
+        return batch_type(where_to.batch_size, shape);
       });
   crema::double_buffered_pipeline pipe{
       crema::lmdb_source(db.path()),
@@ -138,13 +155,7 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
     }
     compute.synchronize();
   };
-  pass();  // every slot's pinned and device memory made, the database in the page cache
-  const gpu::host_cost cost;
-  const feed_waits waits(pipe.stats());
-  for (auto _ : state) pass();
-  count_pass(state, set, db.records());
-  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
-  waits.count(state, pipe.stats(), threads);
+  time_passes(state, set, pipe, threads, pass);
 }
 
 // The same data layer into CUDA batches of bytes (the crop and mirror on the host, a quarter of
@@ -183,13 +194,7 @@ void byte_data_layer(benchmark::State& state, const dataset& set) {
     }
     compute.synchronize();
   };
-  pass();
-  const gpu::host_cost cost;
-  const feed_waits waits(pipe.stats());
-  for (auto _ : state) pass();
-  count_pass(state, set, db.records(), 1);
-  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
-  waits.count(state, pipe.stats(), threads);
+  time_passes(state, set, pipe, threads, pass, 1);
 }
 
 // The same pipeline into host batches on the same threads, nothing uploaded: what the host
@@ -212,13 +217,7 @@ void host_data_layer(benchmark::State& state, const dataset& set) {
       read += batch->size();
     }
   };
-  pass();
-  const gpu::host_cost cost;
-  const feed_waits waits(pipe.stats());
-  for (auto _ : state) pass();
-  count_pass(state, set, db.records());
-  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
-  waits.count(state, pipe.stats(), threads);
+  time_passes(state, set, pipe, threads, pass);
 }
 
 // The same bytes, batch by batch, from pinned memory: the uploads alone.
@@ -421,14 +420,7 @@ void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = f
     }
     compute.synchronize();
   };
-  pass();
-  fill_time.reset();
-  const gpu::host_cost cost;
-  const feed_waits waits(pipe.stats());
-  for (auto _ : state) pass();
-  count_pass(state, set, db.records());
-  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
-  waits.count(state, pipe.stats(), threads);
+  time_passes(state, set, pipe, threads, pass, sizeof(float), [] { fill_time.reset(); });
   fill_time.count(state);
 }
 void profiled_data_layer(benchmark::State& state, profiled what) {
