@@ -301,6 +301,7 @@ struct fill_totals {
 };
 fill_totals fill_time;
 
+// `Batch`, its fill timed: a producer's totals go into fill_time when it finishes the batch.
 template <class Batch>
 class timed : public Batch {
  public:
