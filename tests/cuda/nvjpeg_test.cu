@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -93,6 +94,36 @@ auto read_back(crema::cuda_stream& compute) {
     batch.release_after(compute.record());
     return std::pair(std::move(data), std::move(labels));
   };
+}
+
+// The folder pipelines' transform: RandomResizedCrop, flip, decoded at full size (as on the GPU).
+crema::image_transform_options folder_options() {
+  return {
+      .geometry = crema::random_resized_crop{}, .mirror = true, .decode = {.dct_scaling = false}};
+}
+
+// One epoch of the folder at `root` through the CPU pipeline: the batches the GPU's must match.
+crema::test::batches cpu_epoch(const std::filesystem::path& root,
+                               const crema::image_transform_options& options) {
+  const std::size_t sample = crema::image_transform(options).shape().elements();
+  return crema::test::epoch(
+      root, crema::image_batcher(crema::image_transform(options), crema::make_host_batch<float>{}),
+      1, crema::test::read_host_batch(sample));
+}
+
+// Every batch of `got` has `expected`'s labels and its values within the stated bound.
+void check_within_bound(const crema::test::batches& got, const crema::test::batches& expected) {
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t b = 0; b < got.size(); ++b) {
+    CAPTURE(b);
+    CHECK(got[b].second == expected[b].second);
+    REQUIRE(got[b].first.size() == expected[b].first.size());
+    const difference d =
+        compare(got[b].first.data(), expected[b].first.data(), got[b].first.size(), 255.0);
+    MESSAGE(fmt::format("batch {}: mean difference {:.3f}, largest {}", b, d.mean, d.largest));
+    CHECK(d.mean <= bound_mean);
+    CHECK(d.largest <= bound_largest);
+  }
 }
 
 }  // namespace
@@ -177,40 +208,20 @@ TEST_CASE(
   if (crema::test::skip_without_cuda_device()) return;
   crema::test::scratch_directory scratch("nvjpeg-gpu-folder");
   crema::test::make_folder(scratch.path());
-  crema::image_transform_options options{
-      .geometry = crema::random_resized_crop{}, .mirror = true, .decode = {.dct_scaling = false}};
-  const std::size_t sample = crema::image_transform(options).shape().elements();
-  const crema::test::batches expected = crema::test::epoch(
-      scratch.path(),
-      crema::image_batcher(crema::image_transform(options), crema::make_host_batch<float>{}), 1,
-      crema::test::read_host_batch(sample));
+  const crema::image_transform_options options = folder_options();
+  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
   crema::cuda_stream compute;
   const crema::test::batches got = crema::test::epoch(
       scratch.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, read_back(compute));
-  REQUIRE(got.size() == expected.size());
-  for (std::size_t b = 0; b < got.size(); ++b) {
-    CAPTURE(b);
-    CHECK(got[b].second == expected[b].second);
-    REQUIRE(got[b].first.size() == expected[b].first.size());
-    const difference d =
-        compare(got[b].first.data(), expected[b].first.data(), got[b].first.size(), 255.0);
-    MESSAGE(fmt::format("batch {}: mean difference {:.3f}, largest {}", b, d.mean, d.largest));
-    CHECK(d.mean <= bound_mean);
-    CHECK(d.largest <= bound_largest);
-  }
+  check_within_bound(got, expected);
 }
 
 TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {
   if (crema::test::skip_without_cuda_device()) return;
   crema::test::scratch_directory scratch("nvjpeg-gpu-host-share");
   crema::test::make_folder(scratch.path());
-  crema::image_transform_options options{
-      .geometry = crema::random_resized_crop{}, .mirror = true, .decode = {.dct_scaling = false}};
-  const std::size_t sample = crema::image_transform(options).shape().elements();
-  const crema::test::batches expected = crema::test::epoch(
-      scratch.path(),
-      crema::image_batcher(crema::image_transform(options), crema::make_host_batch<float>{}), 1,
-      crema::test::read_host_batch(sample));
+  const crema::image_transform_options options = folder_options();
+  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
   crema::cuda_stream compute;
   {
     // The test holds the only decoder: every image is the producers', the CPU path's exactly.
@@ -237,14 +248,6 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
         crema::test::epoch(scratch.path(), batcher, 1, read_back(compute));
     give_back.join();
     CHECK(batcher.host_decoded() >= 2);
-    REQUIRE(got.size() == expected.size());
-    for (std::size_t b = 0; b < got.size(); ++b) {
-      CAPTURE(b);
-      CHECK(got[b].second == expected[b].second);
-      const difference d =
-          compare(got[b].first.data(), expected[b].first.data(), got[b].first.size(), 255.0);
-      CHECK(d.mean <= bound_mean);
-      CHECK(d.largest <= bound_largest);
-    }
+    check_within_bound(got, expected);
   }
 }

@@ -290,12 +290,10 @@ fs::path make_jpeg_dataset(const fs::path& path, std::size_t count, std::size_t 
   return path;
 }
 
-// Every value of one ordered pass over an LMDB of encoded Datums, decoded by `decoder`.
-template <class Decoder>
-std::vector<float> values_of_pass(const fs::path& path, const crema::caffe_transform& transform,
-                                  Decoder decoder, crema::record_shape input) {
-  crema::caffe_batcher batcher(input, transform, crema::make_host_batch<float>{},
-                               std::move(decoder));
+// One ordered pass over the LMDB at `path` through `batcher` (batches of 8, 2 producers, seed
+// 5): `read(batch)` for each batch, in order.
+template <class Batcher, class Read>
+void ordered_pass(const fs::path& path, const Batcher& batcher, Read read) {
   crema::double_buffered_pipeline pipe{crema::lmdb_source(path),
                                        batcher,
                                        {.batch_size = 8,
@@ -304,12 +302,21 @@ std::vector<float> values_of_pass(const fs::path& path, const crema::caffe_trans
                                         .mode = crema::pipeline_mode::single_pass,
                                         .ordered = true,
                                         .seed = 5}};
+  for (auto batch : pipe.consumer(0)) read(batch);
+}
+
+// Every value of one ordered pass over an LMDB of encoded Datums, decoded by `decoder`.
+template <class Decoder>
+std::vector<float> values_of_pass(const fs::path& path, const crema::caffe_transform& transform,
+                                  Decoder decoder, crema::record_shape input) {
+  crema::caffe_batcher batcher(input, transform, crema::make_host_batch<float>{},
+                               std::move(decoder));
   std::vector<float> values;
-  for (auto batch : pipe.consumer(0)) {
+  ordered_pass(path, batcher, [&](auto& batch) {
     values.insert(values.end(), batch->data.begin(),
                   batch->data.begin() +
                       static_cast<std::ptrdiff_t>(batch->size() * batcher.shape().elements()));
-  }
+  });
   return values;
 }
 
@@ -326,18 +333,10 @@ std::pair<std::vector<float>, std::vector<float>> byte_values_of_pass(
         return byte_batch(where.batch_size, shape);
       },
       std::move(decoder));
-  crema::double_buffered_pipeline pipe{crema::lmdb_source(path),
-                                       batcher,
-                                       {.batch_size = 8,
-                                        .producers = 2,
-                                        .threads = 2,
-                                        .mode = crema::pipeline_mode::single_pass,
-                                        .ordered = true,
-                                        .seed = 5}};
   const crema::caffe_normalization normalization = transform.normalization();
   std::vector<float> values;
   std::vector<float> labels;
-  for (auto batch : pipe.consumer(0)) {
+  ordered_pass(path, batcher, [&](auto& batch) {
     const auto on_device = batch->device();
     std::vector<float> normalised(on_device.data.size());
     crema::caffe_normalize_on_host({on_device.data.data(), on_device.data.size()}, normalised,
@@ -345,7 +344,7 @@ std::pair<std::vector<float>, std::vector<float>> byte_values_of_pass(
     values.insert(values.end(), normalised.begin(), normalised.end());
     labels.insert(labels.end(), on_device.labels.data(),
                   on_device.labels.data() + on_device.labels.size());
-  }
+  });
   return {std::move(values), std::move(labels)};
 }
 
