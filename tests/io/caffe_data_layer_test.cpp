@@ -34,8 +34,10 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <span>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -223,11 +225,9 @@ std::uint64_t checksum_of_pass(const fs::path& path, std::size_t producers, std:
   return hash;
 }
 
-template <class Decoder = crema::no_image_decoder>
-std::string error_of_pass(const fs::path& path, Decoder decoder = {}) {
-  devices rig(1);
-  crema::caffe_batcher batcher({channels, side, side}, training_transform(), rig.maker(),
-                               std::move(decoder));
+// The error that stops a pass over the LMDB at `path` through `batcher`, with its cause.
+template <class Batcher>
+std::string error_of(const fs::path& path, const Batcher& batcher) {
   crema::double_buffered_pipeline pipe{crema::lmdb_source(path), batcher, {.batch_size = 4}};
   try {
     for (auto batch : pipe.consumer(0)) (void)batch;
@@ -242,6 +242,13 @@ std::string error_of_pass(const fs::path& path, Decoder decoder = {}) {
   }
   FAIL("the pass ended without an error");
   return {};
+}
+
+template <class Decoder = crema::no_image_decoder>
+std::string error_of_pass(const fs::path& path, Decoder decoder = {}) {
+  devices rig(1);
+  return error_of(path, crema::caffe_batcher({channels, side, side}, training_transform(),
+                                             rig.maker(), std::move(decoder)));
 }
 
 // JPEG Datums of `height` x `width` cut from the committed photographs at many places, encoded
@@ -382,23 +389,13 @@ TEST_SUITE("caffe data layer") {
         CHECK(labels == indices);
       }
       // A float record cannot go into bytes: the error names it.
-      crema::caffe_batcher batcher(
-          {channels, side, side}, training_transform(),
-          [](const crema::batch_context& where, crema::record_shape shape) {
-            return crema::device_batch<std::uint8_t>(where.batch_size, shape);
-          },
-          crema::image_decoder{});
-      crema::double_buffered_pipeline pipe{crema::lmdb_source(path), batcher, {.batch_size = 4}};
-      std::string what;
-      try {
-        for (auto batch : pipe.consumer(0)) (void)batch;
-      } catch (const crema::pipeline_error& error) {
-        try {
-          std::rethrow_if_nested(error);
-        } catch (const crema::format_error& cause) {
-          what = cause.what();
-        }
-      }
+      const std::string what =
+          error_of(path, crema::caffe_batcher(
+                             {channels, side, side}, training_transform(),
+                             [](const crema::batch_context& where, crema::record_shape shape) {
+                               return crema::device_batch<std::uint8_t>(where.batch_size, shape);
+                             },
+                             crema::image_decoder{}));
       CHECK(what.find(key_of(2)) != std::string::npos);  // the first float record
       CHECK(what.find("float values") != std::string::npos);
     }
@@ -428,6 +425,47 @@ TEST_SUITE("caffe data layer") {
         REQUIRE(windows.first.size() == floats.size());
         CHECK(std::memcmp(windows.first.data(), floats.data(), floats.size() * sizeof(float)) == 0);
       }
+    }
+  }
+
+  TEST_CASE(
+      "host batches of bytes keep labels past 255; a label float labels cannot hold exactly "
+      "stops the pass, naming its key") {
+    crema::test::watchdog guard(60s, "data layer labels");
+    scratch_directory scratch("layer-labels");
+    const auto path = make_dataset(scratch.path(), 300, kind::raw);
+    const crema::caffe_batcher bytes({channels, side, side}, training_transform(),
+                                     crema::make_host_batch<std::uint8_t>{});
+    static_assert(std::is_same_v<decltype(bytes)::label_type, float>);
+    std::vector<float> labels;
+    ordered_pass(path, bytes, [&](auto& batch) {
+      labels.insert(labels.end(), batch->labels.begin(),
+                    batch->labels.begin() + static_cast<std::ptrdiff_t>(batch->size()));
+    });
+    std::vector<float> indices(300);
+    std::iota(indices.begin(), indices.end(), 0.0f);
+    CHECK(labels == indices);
+
+    {
+      // 2^24 + 1: a float holds 2^24 in its place, another class.
+      crema::lmdb_writer writer(path);
+      const auto pixels = pixels_of(7);
+      std::vector<std::byte> value;
+      crema::encode_datum({.channels = channels,
+                           .height = side,
+                           .width = side,
+                           .label = (1 << 24) + 1,
+                           .data = std::as_bytes(std::span<const std::uint8_t>(pixels))},
+                          value);
+      writer.put(key_of(7), value);
+    }
+    for (const std::string& what :
+         {error_of(path, bytes),
+          error_of(path, crema::caffe_batcher({channels, side, side}, training_transform(),
+                                              crema::make_host_batch<float>{}))}) {
+      CHECK(what.find(key_of(7)) != std::string::npos);
+      CHECK(what.find("label 16777217 is not exact in the batch's 32-bit float labels") !=
+            std::string::npos);
     }
   }
 

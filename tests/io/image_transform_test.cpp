@@ -25,10 +25,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -592,6 +595,83 @@ TEST_SUITE("image_batcher") {
       for (const float label : labels) ++per_class[static_cast<std::size_t>(label)];
     }
     CHECK(per_class == std::vector<int>{8, 8, 8});
+  }
+
+  // A folder of `classes` classes (class000, class001, ...), one small crop of a test
+  // photograph in each.
+  void make_classes(const fs::path& root, std::size_t classes) {
+    crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+    const auto decoded = decoder.decode(read_bytes(test_data("coffee.jpg")), "coffee.jpg");
+    const std::vector<std::uint8_t> photo(decoded.data, decoded.data + decoded.elements());
+    const std::size_t row = decoded.width * 3;
+    const std::size_t places = (decoded.height - 16) / 5 + 1;  // 16-row crops, 5 rows apart
+    for (std::size_t label = 0; label < classes; ++label) {
+      const fs::path folder = root / fmt::format("class{:03}", label);
+      fs::create_directories(folder);
+      auto view = crema::image_view<std::uint8_t>::interleaved(
+          photo.data() + (label % places) * 5 * row, 3, 16, 24);
+      view.row_stride = row;
+      std::vector<std::byte> jpeg;
+      crema::encode_jpeg(view, 85, jpeg, crema::channel_order::rgb);
+      std::ofstream(folder / "0.jpg", std::ios::binary)
+          .write(reinterpret_cast<const char*>(jpeg.data()),
+                 static_cast<std::streamsize>(jpeg.size()));
+    }
+  }
+
+  // A batch of 8-bit samples that keeps its labels 8-bit too: it cannot hold class 256.
+  struct eight_bit_labels : crema::host_batch<std::uint8_t> {
+    using label_type = std::uint8_t;
+    using host_batch::host_batch;
+    void set_label(std::size_t i, label_type label) { host_batch::set_label(i, label); }
+  };
+
+  TEST_CASE(
+      "batches of 8-bit samples keep labels past 255 exact; a label a batch cannot hold stops the "
+      "pass, naming the image") {
+    crema::test::watchdog guard(60s, "image batcher labels");
+    crema::test::scratch_directory scratch("batcher-labels");
+    make_classes(scratch.path(), 300);
+    const crema::image_transform transform({.geometry = crema::resize_center_crop{8, 8, 8}});
+    const auto one_pass = [&](auto make_batch) {
+      crema::image_batcher batcher(transform, make_batch);
+      crema::double_buffered_pipeline pipe{crema::image_folder_source(scratch.path()),
+                                           std::move(batcher),
+                                           {.batch_size = 64,
+                                            .producers = 2,
+                                            .threads = 2,
+                                            .mode = crema::pipeline_mode::single_pass}};
+      std::vector<float> labels;
+      for (auto batch : pipe.consumer(0)) {
+        labels.insert(labels.end(), batch->labels.begin(),
+                      batch->labels.begin() + static_cast<std::ptrdiff_t>(batch->size()));
+      }
+      return labels;
+    };
+    static_assert(
+        std::is_same_v<crema::image_batcher<crema::make_host_batch<std::uint8_t>>::label_type,
+                       float>);
+    std::vector<float> labels = one_pass(crema::make_host_batch<std::uint8_t>{});
+    std::sort(labels.begin(), labels.end());
+    std::vector<float> classes(300);
+    std::iota(classes.begin(), classes.end(), 0.0F);
+    CHECK(labels == classes);
+
+    std::string what;
+    try {
+      (void)one_pass([](const crema::batch_context& where, crema::record_shape shape) {
+        return eight_bit_labels(where.batch_size, shape);
+      });
+    } catch (const crema::pipeline_error& error) {
+      try {
+        std::rethrow_if_nested(error);
+      } catch (const crema::format_error& cause) {
+        what = cause.what();
+      }
+    }
+    CHECK(what.find("class256/0.jpg") != std::string::npos);
+    CHECK(what.find("label 256 does not fit the batch's 8-bit unsigned labels") !=
+          std::string::npos);
   }
 
   TEST_CASE("a file that is not an image stops the pipeline with an error naming it") {

@@ -5,6 +5,7 @@
 #include <crema/io/datum.hpp>
 #include <crema/io/image/decode_plan.hpp>
 #include <crema/io/image_view.hpp>
+#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
@@ -106,7 +107,7 @@ template <class Decoder = no_image_decoder>
 /// @tparam MakeBatch `Batch(const batch_context&, record_shape)`: makes one batch per slot
 ///         (a `device_batch` on the consumer's device, say), with `record(i)` (a span of floats,
 ///         or of `std::uint8_t`: the crop and mirror alone, 8-bit records only, their mean and
-///         scale left to the device, `transform().normalization()`) and `set_label(i, float)`
+///         scale left to the device, `transform().normalization()`) and `set_label(i, label)`
 /// @tparam Decoder   decodes encoded records: `crema::image_window_decoder` (only the crop is
 ///         decoded, and written row band by row band; order it BGR, as Caffe's images are), or
 ///         `crema::image_decoder` (the whole image, then the transform); `no_image_decoder`
@@ -121,11 +122,13 @@ class caffe_batcher {
       typename decltype(std::declval<batch_type&>().record(std::size_t{}))::element_type;
   static_assert(std::is_same_v<element_type, float> || std::is_same_v<element_type, std::uint8_t>,
                 "crema: a caffe_batcher writes float or std::uint8_t records");
+  /// What `set_label` takes: the batch's `label_type`, or its element type. A record whose label
+  /// it cannot hold exactly is a `format_error` naming its key.
+  using label_type = typename detail::batch_label_of<batch_type>::type;
   static_assert(
-      !std::is_same_v<element_type, std::uint8_t> ||
-          requires { requires sizeof(typename batch_type::label_type) > 1; },
-      "crema: a batch of 8-bit pixels must keep its labels wider (device_batch keeps "
-      "float)");
+      !std::is_same_v<element_type, std::uint8_t> || sizeof(label_type) > 1,
+      "crema: a batch of 8-bit pixels must keep its labels wider (device_batch and host_batch "
+      "keep float)");
 
   /// @param input     the shape of the records' values (see `datum_shape`)
   /// @param transform crop, mirror, mean and scale
@@ -177,7 +180,7 @@ class caffe_batcher {
                                            dim(datum.width)),
           out, rng, key);
     }
-    batch.set_label(context.index, static_cast<float>(datum.label));
+    batch.set_label(context.index, detail::exact_label<label_type>(datum.label, key));
   }
 
   [[nodiscard]] const caffe_transform& transform() const noexcept { return transform_; }

@@ -7,6 +7,7 @@
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
+#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/detail/record_guard.hpp>
 #include <crema/pipeline/record_shape.hpp>
@@ -23,12 +24,6 @@
 #include <variant>
 
 namespace crema {
-
-/// @brief The type of a batch's labels: `T` itself, but `float` for element types narrower than
-/// it (a batch of `std::uint8_t` pixels keeps labels past 255 exact).
-template <class T>
-using batch_label_t =
-    std::conditional_t<std::is_floating_point_v<T> || (sizeof(T) >= sizeof(float)), T, float>;
 
 /// @brief What a consumer's device work reads of a `device_batch`: its `size()` records and
 /// their labels, in device memory. Trivially copyable; hand the pointers to a kernel.

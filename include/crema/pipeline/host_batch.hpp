@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/detail/record_guard.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
@@ -20,18 +21,22 @@ namespace crema {
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease).
 /// Allocates only when made.
-/// @tparam T the element type of data and labels
+/// @tparam T the element type of the data, and of the labels (`batch_label_t<T>`: float for
+///           `std::uint8_t` pixels, whose labels past 255 stay exact)
 template <class T>
 class host_batch {
  public:
+  using value_type = T;
+  using label_type = batch_label_t<T>;
+
   /// @throws crema::length_error if batch_size x shape overflows
   host_batch(std::size_t batch_size, record_shape shape)
       : data(detail::batch_elements("host_batch", batch_size, shape)),
         labels(batch_size),
         shape_(shape) {}
 
-  std::vector<T> data;    ///< [N, C, H, W]; records past `size()` are stale
-  std::vector<T> labels;  ///< [N]
+  std::vector<T> data;             ///< [N, C, H, W]; records past `size()` are stale
+  std::vector<label_type> labels;  ///< [N]
 
   /// @brief Record `i`'s elements, to fill.
   [[nodiscard]] std::span<T> record(std::size_t i) {
@@ -41,7 +46,7 @@ class host_batch {
     return all.subspan(i * shape_.elements(), shape_.elements());
   }
   /// @brief Sets record `i`'s label.
-  void set_label(std::size_t i, T label) {
+  void set_label(std::size_t i, label_type label) {
     check_index("set_label", i);
     labels[i] = label;
   }

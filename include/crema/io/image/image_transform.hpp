@@ -7,6 +7,7 @@
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/image/resample.hpp>
+#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
@@ -531,11 +532,15 @@ class image_transform {
 /// `image_transform` of its image, and its label. Copied once per producer; each copy reads files
 /// into its own buffer (in parallel with the other producers) and decodes with its own decoder.
 /// @tparam MakeBatch `Batch(const batch_context&, record_shape)`: makes one batch per slot, with
-///         `record(i)` (a span of float or std::uint8_t) and `set_label(i, value)`
+///         `record(i)` (a span of float or std::uint8_t) and `set_label(i, label)`
 template <class MakeBatch>
 class image_batcher {
  public:
   using batch_type = std::invoke_result_t<const MakeBatch&, const batch_context&, record_shape>;
+  /// What `set_label` takes: the batch's `label_type` (float for `host_batch` and `device_batch`
+  /// of 8-bit samples), or its element type. An image whose label it cannot hold exactly (a
+  /// class past 255 in 8-bit labels) is a `format_error` naming its path or key.
+  using label_type = typename detail::batch_label_of<batch_type>::type;
 
   image_batcher(image_transform transform, MakeBatch make, image_file_reader_options reading = {})
       : transform_(std::move(transform)), make_(std::move(make)), reader_(reading) {}
@@ -551,7 +556,7 @@ class image_batcher {
   void operator()(const image_file& file, batch_type& batch, const sample_context& context) {
     const std::span<const std::byte> bytes = reader_.read(file);
     transform_(bytes, batch.record(context.index), context.rng(), file.relative);
-    batch.set_label(context.index, label_of(file.label, batch));
+    batch.set_label(context.index, detail::exact_label<label_type>(file.label, file.relative));
   }
 
   /// @brief An encoded Datum (what convert_imageset --encoded stores).
@@ -566,18 +571,12 @@ class image_batcher {
           key);
     }
     transform_(datum.data, batch.record(context.index), context.rng(), key);
-    batch.set_label(context.index, label_of(datum.label, batch));
+    batch.set_label(context.index, detail::exact_label<label_type>(datum.label, key));
   }
 
   [[nodiscard]] const image_transform& transform() const noexcept { return transform_; }
 
  private:
-  template <class Batch>
-  static auto label_of(std::int32_t label, Batch& batch) {
-    using element = std::remove_cvref_t<decltype(batch.record(0)[0])>;
-    return static_cast<element>(label);
-  }
-
   image_transform transform_;
   MakeBatch make_;
   image_file_reader reader_;

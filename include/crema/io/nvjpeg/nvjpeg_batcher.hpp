@@ -10,6 +10,7 @@
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/device_span.hpp>
+#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
@@ -326,7 +327,8 @@ class basic_nvjpeg_batcher {
       offsets_[i + 1] = bytes_.size();
       images_[i].rng = rng;
       keys_[i].assign(key);
-      static_cast<label_type*>(labels_.get())[i] = static_cast<label_type>(label);
+      static_cast<label_type*>(labels_.get())[i] =
+          ::crema::detail::exact_label<label_type>(label, key);
     }
 
     [[nodiscard]] T* data() const noexcept {
