@@ -1,6 +1,8 @@
 // crema's side: the whole data layer (lmdb_source, caffe_batcher into host batches, the
-// pipeline) in repeat mode, as training runs it; one pass of records per iteration. And the
-// pipeline reading alone (each record's value copied into its slot, no other work).
+// pipeline) in repeat mode, as training runs it; one pass of records per iteration; into float
+// batches, and into batches of bytes (crema-bytes/: the crop and mirror alone, as a GPU feed of
+// bytes makes them). And the pipeline reading alone (each record's value copied into its slot,
+// no other work).
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -10,6 +12,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -24,11 +27,14 @@ std::size_t prefetch() {
   return text != nullptr ? std::strtoull(text, nullptr, 10) : crema::pipeline_options{}.prefetch;
 }
 
+// `T`: float (the whole transform), or std::uint8_t (the crop and mirror alone, the mean and
+// scale left to the device that reads the batch: what a GPU feed of bytes asks of the host).
+template <class T>
 void data_layer(benchmark::State& state, const dataset& set) {
   const database& db = database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
   crema::caffe_batcher batcher({3, set.side, set.side}, transform_of(set),
-                               crema::make_host_batch<float>{});
+                               crema::make_host_batch<T>{});
   crema::double_buffered_pipeline pipe{crema::lmdb_source(db.path()),
                                        batcher,
                                        {.batch_size = set.batch,
@@ -48,12 +54,26 @@ void data_layer(benchmark::State& state, const dataset& set) {
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(records));
 }
-BENCHMARK_CAPTURE(data_layer, small, small)
+void float_data_layer(benchmark::State& state, const dataset& set) {
+  data_layer<float>(state, set);
+}
+void byte_data_layer(benchmark::State& state, const dataset& set) {
+  data_layer<std::uint8_t>(state, set);
+}
+BENCHMARK_CAPTURE(float_data_layer, small, small)
     ->Name("crema/data_layer/small")
     ->Apply(by_threads)
     ->UseRealTime();
-BENCHMARK_CAPTURE(data_layer, large, large)
+BENCHMARK_CAPTURE(float_data_layer, large, large)
     ->Name("crema/data_layer/large")
+    ->Apply(by_threads)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(byte_data_layer, small, small)
+    ->Name("crema-bytes/data_layer/small")
+    ->Apply(by_threads)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(byte_data_layer, large, large)
+    ->Name("crema-bytes/data_layer/large")
     ->Apply(by_threads)
     ->UseRealTime();
 

@@ -23,6 +23,13 @@ int main(int argc, char** argv) {
                          100.0 * prefetching / crema);
             }
             fmt::print("\n");
+            const double bytes = reporter.nanoseconds("crema-bytes/" + name);
+            if (bytes > 0) {
+              fmt::print(
+                  "  data_layer {:<5}: batches of bytes (crop and mirror alone) take {:.1f}% of "
+                  "the float batches' time on {} thread{}\n",
+                  set, 100.0 * bytes / crema, threads, threads == 1 ? "" : "s");
+            }
           }
           const double crema =
               reporter.nanoseconds(fmt::format("crema/read_only/{}/real_time", set));

@@ -8,7 +8,7 @@
 // batch's upload on its stream, so that the producers make no runtime call to finish a batch),
 // and as batches of bytes (crema-bytes/: the crop and mirror on the host, a quarter of the
 // bytes uploaded, the mean and scale by a kernel on the consumer's stream).
-// Beside them, in the same run: the same pipeline into host batches
+// Beside them, in the same run: the same pipeline into host batches of floats and of bytes
 // (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
 // uploads alone would take), the producers' runtime calls alone (calls/: each thread finishes
 // a batch of one float over and over, and then whole small batches that it barely writes), and
@@ -107,27 +107,42 @@ class feed_waits {
   std::chrono::steady_clock::time_point begun_;
 };
 
-// One untimed pass (every slot's memory made, the database in the page cache), then the timed
-// ones; counts samples and bytes (`value_bytes` a value), the host's cost (gpu::host_cost) and
-// who waited (feed_waits) over the timed passes. `before_timing` runs between the two.
-template <class Pipeline, class Pass, class BeforeTiming = void (*)()>
-void time_passes(
-    benchmark::State& state, const dataset& set, const Pipeline& pipe, std::size_t producers,
-    Pass pass, std::size_t value_bytes = sizeof(float), BeforeTiming before_timing = [] {}) {
-  const std::size_t records = crema::bench::data_layer::database_of(set).records();
+// One pipeline of `batcher` over `set`'s database on state.range(0) producers and threads, a pass
+// per iteration: `step(batch, compute)` is the consumer's step for each batch (it returns the
+// records it read; device work goes on `compute`, waited for at the end of each pass). One
+// untimed pass first (every slot's memory made, the database in the page cache), then
+// `before_timing`, then the timed ones; counts samples and bytes (`value_bytes` a value), the
+// host's cost (gpu::host_cost) and who waited (feed_waits) over the timed passes.
+template <class Batcher, class Step>
+void feed_passes(
+    benchmark::State& state, const dataset& set, Batcher batcher, Step step,
+    std::size_t value_bytes = sizeof(float), void (*before_timing)() = [] {}) {
+  const auto& db = crema::bench::data_layer::database_of(set);
+  const auto threads = static_cast<std::size_t>(state.range(0));
+  crema::double_buffered_pipeline pipe{
+      crema::lmdb_source(db.path()),
+      std::move(batcher),
+      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+  auto consumer = pipe.consumer(0);
+  crema::cuda_stream compute;
+  const auto pass = [&] {
+    for (std::size_t read = 0; read < db.records();) {
+      auto batch = consumer.pull();
+      read += step(batch, compute);
+    }
+    compute.synchronize();
+  };
   pass();
   before_timing();
   const gpu::host_cost cost;
   const feed_waits waits(pipe.stats());
   for (auto _ : state) pass();
-  count_pass(state, set, records, value_bytes);
-  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(records));
-  waits.count(state, pipe.stats(), producers);
+  count_pass(state, set, db.records(), value_bytes);
+  cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(db.records()));
+  waits.count(state, pipe.stats(), threads);
 }
 
 void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
-  const auto& db = crema::bench::data_layer::database_of(set);
-  const auto threads = static_cast<std::size_t>(state.range(0));
   auto shared =
       where == uploads_on::shared_stream ? std::make_shared<crema::cuda_stream>() : nullptr;
   auto uploader = where == uploads_on::uploader
@@ -141,21 +156,10 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
         if (shared) return batch_type(where_to.batch_size, shape, shared);
         return batch_type(where_to.batch_size, shape);
       });
-  crema::double_buffered_pipeline pipe{
-      crema::lmdb_source(db.path()),
-      batcher,
-      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
-  auto consumer = pipe.consumer(0);
-  crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
-  const auto pass = [&] {
-    for (std::size_t read = 0; read < db.records();) {
-      auto batch = consumer.pull();
-      read += gpu::touch_and_release(batch, compute, sink.floats());
-    }
-    compute.synchronize();
-  };
-  time_passes(state, set, pipe, threads, pass);
+  feed_passes(state, set, std::move(batcher), [&](auto& batch, crema::cuda_stream& compute) {
+    return gpu::touch_and_release(batch, compute, sink.floats());
+  });
 }
 
 // The same data layer into CUDA batches of bytes (the crop and mirror on the host, a quarter of
@@ -164,60 +168,49 @@ void data_layer(benchmark::State& state, const dataset& set, uploads_on where) {
 // feed's, bit for bit.
 void byte_data_layer(benchmark::State& state, const dataset& set) {
   using byte_batch = crema::cuda::device_batch<std::uint8_t>;
-  const auto& db = crema::bench::data_layer::database_of(set);
-  const auto threads = static_cast<std::size_t>(state.range(0));
   crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
                                [](const crema::batch_context& where, crema::record_shape shape) {
                                  return byte_batch(where.batch_size, shape);
                                });
   const crema::caffe_normalization normalization = batcher.transform().normalization();
   const crema::record_shape shape = batcher.shape();
-  crema::double_buffered_pipeline pipe{
-      crema::lmdb_source(db.path()),
-      batcher,
-      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
-  auto consumer = pipe.consumer(0);
-  crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
   gpu::device_memory floats(set.batch * shape.elements() * sizeof(float));
-  const auto pass = [&] {
-    for (std::size_t read = 0; read < db.records();) {
-      auto batch = consumer.pull();
-      const auto bytes = batch->device(compute).data;
-      gpu::normalize_bytes(bytes.data(), bytes.size(), floats.floats(), shape, normalization,
-                           compute.native_handle());
-      const std::size_t records = batch->size();
-      gpu::touch_records(floats.floats(), shape.elements(), records, sink.floats(),
+  const auto step = [&](auto& batch, crema::cuda_stream& compute) {
+    const auto bytes = batch->device(compute).data;
+    gpu::normalize_bytes(bytes.data(), bytes.size(), floats.floats(), shape, normalization,
                          compute.native_handle());
-      batch.release_after(compute.record());
-      read += records;
-    }
-    compute.synchronize();
+    const std::size_t records = batch->size();
+    gpu::touch_records(floats.floats(), shape.elements(), records, sink.floats(),
+                       compute.native_handle());
+    batch.release_after(compute.record());
+    return records;
   };
-  time_passes(state, set, pipe, threads, pass, 1);
+  feed_passes(state, set, std::move(batcher), step, 1);
 }
 
 // The same pipeline into host batches on the same threads, nothing uploaded: what the host
 // alone delivers, the figure a feed of device batches is held to (the GPU-feed issue's target
-// is 0.9 of it at every thread count).
+// is 0.9 of it at every thread count). Of floats (host/), and of bytes (host-bytes/: the crop and
+// mirror alone, the host's share of crema-bytes/).
+template <class T>
 void host_data_layer(benchmark::State& state, const dataset& set) {
-  const auto& db = crema::bench::data_layer::database_of(set);
-  const auto threads = static_cast<std::size_t>(state.range(0));
   crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
-                               crema::make_host_batch<float>{});
-  crema::double_buffered_pipeline pipe{
-      crema::lmdb_source(db.path()),
-      batcher,
-      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
-  auto consumer = pipe.consumer(0);
-  const auto pass = [&] {
-    for (std::size_t read = 0; read < db.records();) {
-      auto batch = consumer.pull();
-      benchmark::DoNotOptimize(batch->data.data());
-      read += batch->size();
-    }
-  };
-  time_passes(state, set, pipe, threads, pass);
+                               crema::make_host_batch<T>{});
+  feed_passes(
+      state, set, std::move(batcher),
+      [](auto& batch, crema::cuda_stream&) {
+        benchmark::DoNotOptimize(batch->data.data());
+        return batch->size();
+      },
+      sizeof(T));
+}
+
+void float_host_data_layer(benchmark::State& state, const dataset& set) {
+  host_data_layer<float>(state, set);
+}
+void byte_host_data_layer(benchmark::State& state, const dataset& set) {
+  host_data_layer<std::uint8_t>(state, set);
 }
 
 // The same bytes, batch by batch, from pinned memory: the uploads alone.
@@ -392,36 +385,21 @@ class background_copies {
 template <class Batch>
 void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = false) {
   const dataset& set = small;
-  const auto& db = crema::bench::data_layer::database_of(set);
-  const auto threads = static_cast<std::size_t>(state.range(0));
   std::optional<background_copies> copies;
   if (beside_copies) copies.emplace();
   crema::caffe_batcher batcher({3, set.side, set.side}, crema::bench::data_layer::transform_of(set),
                                [](const crema::batch_context& where, crema::record_shape shape) {
                                  return timed<Batch>(where.batch_size, shape);
                                });
-  crema::double_buffered_pipeline pipe{
-      crema::lmdb_source(db.path()),
-      batcher,
-      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
-  auto consumer = pipe.consumer(0);
-  crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
-  const auto pass = [&] {
-    for (std::size_t read = 0; read < db.records();) {
-      auto batch = consumer.pull();
-      if constexpr (requires { batch->device(compute); }) {
-        if (uploads) {
-          read += gpu::touch_and_release(batch, compute, sink.floats());
-          continue;
-        }
-      }
-      benchmark::DoNotOptimize(&*batch);
-      read += batch->size();
+  const auto step = [&](auto& batch, crema::cuda_stream& compute) -> std::size_t {
+    if constexpr (requires { batch->device(compute); }) {
+      if (uploads) return gpu::touch_and_release(batch, compute, sink.floats());
     }
-    compute.synchronize();
+    benchmark::DoNotOptimize(&*batch);
+    return batch->size();
   };
-  time_passes(state, set, pipe, threads, pass, sizeof(float), [] { fill_time.reset(); });
+  feed_passes(state, set, std::move(batcher), step, sizeof(float), [] { fill_time.reset(); });
   fill_time.count(state);
 }
 void profiled_data_layer(benchmark::State& state, profiled what) {
@@ -478,7 +456,12 @@ BENCHMARK_CAPTURE(data_layer, small_uploader, small, uploads_on::uploader)
 BENCHMARK_CAPTURE(byte_data_layer, small, small)
     ->Name("crema-bytes/data_layer/small")
     ->Apply(by_threads);
-BENCHMARK_CAPTURE(host_data_layer, small, small)->Name("host/data_layer/small")->Apply(by_threads);
+BENCHMARK_CAPTURE(float_host_data_layer, small, small)
+    ->Name("host/data_layer/small")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(byte_host_data_layer, small, small)
+    ->Name("host-bytes/data_layer/small")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large, large, uploads_on::own_stream)
     ->Name("crema/data_layer/large")
@@ -492,7 +475,12 @@ BENCHMARK_CAPTURE(data_layer, large_uploader, large, uploads_on::uploader)
 BENCHMARK_CAPTURE(byte_data_layer, large, large)
     ->Name("crema-bytes/data_layer/large")
     ->Apply(by_threads);
-BENCHMARK_CAPTURE(host_data_layer, large, large)->Name("host/data_layer/large")->Apply(by_threads);
+BENCHMARK_CAPTURE(float_host_data_layer, large, large)
+    ->Name("host/data_layer/large")
+    ->Apply(by_threads);
+BENCHMARK_CAPTURE(byte_host_data_layer, large, large)
+    ->Name("host-bytes/data_layer/large")
+    ->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
 
 }  // namespace
@@ -561,14 +549,19 @@ int main(int argc, char** argv) {
                   host_ns > 0 ? host_ns / uploader_ns : 0.0);
             }
             if (bytes_ns > 0) {
+              // Held to the host's batches of bytes too: the same work on the host, nothing
+              // uploaded.
+              const double host_bytes_ns = reporter.nanoseconds("host-bytes/" + name);
               fmt::print(
                   "    batches of bytes, made floats on the device: {:.0f} samples/s ({:.3f} of "
-                  "host batches)\n",
+                  "host batches; host batches of bytes {:.0f} samples/s, {:.3f} of them)\n",
                   static_cast<double>(records) / bytes_ns * 1e9,
-                  host_ns > 0 ? host_ns / bytes_ns : 0.0);
+                  host_ns > 0 ? host_ns / bytes_ns : 0.0,
+                  host_bytes_ns > 0 ? static_cast<double>(records) / host_bytes_ns * 1e9 : 0.0,
+                  host_bytes_ns > 0 ? host_bytes_ns / bytes_ns : 0.0);
             }
-            constexpr std::array feeds{"host", "crema", "crema-shared-stream", "crema-uploader",
-                                       "crema-bytes"};
+            constexpr std::array feeds{"host",           "crema",       "crema-shared-stream",
+                                       "crema-uploader", "crema-bytes", "host-bytes"};
             // The host's cost of a sample (gpu::host_cost): where a feed stops scaling, whether
             // the host works harder for each sample or waits.
             fmt::print("    host CPU a sample (system's share, sleeps a 1,000):");

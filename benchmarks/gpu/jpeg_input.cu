@@ -7,15 +7,22 @@
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
 //   baseline    the same image_batcher into host batches: what the CPU alone delivers, measured
 //               in the same run (the ratio table pairs nvJPEG with it on the same threads)
+//   baseline-nvjpeg  nvJPEG alone, as its own batched API is called: each of 1 to 16 threads with
+//               a handle of its own decodes whole images (no window, no resampling, no pipeline)
+//               from memory, batch after batch, and waits for each: where crema's nvJPEG feed
+//               comes near it, nvJPEG (or its engine) is the bound, not crema
 // The folder: CREMA_BENCH_JPEG_FOLDER (benchmarks/jpeg_input/make_dataset.py makes one), else 512
 // JPEGs cut here from the test photographs (CREMA_TEST_DATA_DIR, which the bundle's run.sh sets),
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x
 // the host's 16 threads; CUDA batches at least 0.9 of host batches; 16 threads at least 3x 4.
+#include <crema/core/cuda/cuda_try.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
+#include <crema/io/nvjpeg/nvjpeg_try.hpp>
+#include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -23,14 +30,20 @@
 #include "gpu/gpu_benchmark.hpp"
 
 #include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
 #include <fmt/core.h>
+#include <nvjpeg.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -136,6 +149,9 @@ void count_pass(benchmark::State& state) {
                           static_cast<std::int64_t>(images()));
 }
 
+// `consume(batch, compute)`: the consumer's step (it returns the records it read), its device
+// work queued on `compute` and waited for at the end of each pass only, as a training loop
+// queues its steps.
 template <class Batcher, class Consume>
 void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
   const auto threads = static_cast<std::size_t>(state.range(0));
@@ -146,11 +162,13 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
       std::move(batcher),
       {.batch_size = batch_size, .producers = threads, .threads = threads, .seed = 7}};
   auto consumer = pipe.consumer(0);
+  crema::cuda_stream compute;
   const auto pass = [&] {
     for (std::size_t read = 0; read < images();) {
       auto batch = consumer.pull();
-      read += consume(batch);
+      read += consume(batch, compute);
     }
+    compute.synchronize();
   };
   pass();  // every slot's memory made, every decoder started, the folder in the page cache
   const gpu::host_cost cost;
@@ -163,14 +181,11 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
 // the warm-up pass and the timed ones).
 template <class Options>
 void nvjpeg_passes(benchmark::State& state, const Options& options) {
-  crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
   crema::cuda::nvjpeg_batcher<float> batcher(training(), options);
   const auto& decoders = batcher.decoders();  // every copy's: the pipeline's too
-  one_pass_each(state, std::move(batcher), [&](auto& batch) {
-    const std::size_t records = gpu::touch_and_release(batch, compute, sink.floats());
-    compute.synchronize();
-    return records;
+  one_pass_each(state, std::move(batcher), [&](auto& batch, crema::cuda_stream& compute) {
+    return gpu::touch_and_release(batch, compute, sink.floats());
   });
   const double samples =
       static_cast<double>(state.iterations() + 1) * static_cast<double>(images());
@@ -189,31 +204,179 @@ void nvjpeg_input_setting(benchmark::State& state) {
 }
 
 void cuda_input(benchmark::State& state) {
-  crema::cuda_stream compute;
   gpu::device_memory sink(sizeof(float));
   crema::image_batcher batcher(crema::image_transform(training()),
                                [](const crema::batch_context& where, crema::record_shape shape) {
                                  return crema::cuda::device_batch<float>(where.batch_size, shape);
                                });
-  one_pass_each(state, std::move(batcher), [&](auto& batch) {
-    const std::size_t records = gpu::touch_and_release(batch, compute, sink.floats());
-    compute.synchronize();
-    return records;
+  one_pass_each(state, std::move(batcher), [&](auto& batch, crema::cuda_stream& compute) {
+    return gpu::touch_and_release(batch, compute, sink.floats());
   });
 }
 
 void host_input(benchmark::State& state) {
   crema::image_batcher batcher(crema::image_transform(training()), crema::make_host_batch<float>{});
-  one_pass_each(state, std::move(batcher), [](auto& batch) {
+  one_pass_each(state, std::move(batcher), [](auto& batch, crema::cuda_stream&) {
     benchmark::DoNotOptimize(batch->data.data());
     return batch->size();
   });
+}
+
+// The folder's files in memory, sorted by path, and their sizes (nvjpegGetImageInfo).
+struct encoded_folder {
+  std::vector<std::vector<unsigned char>> files;
+  std::vector<int> widths;
+  std::vector<int> heights;
+};
+
+const encoded_folder& encoded() {
+  static const encoded_folder read = [] {
+    std::vector<fs::path> paths;
+    for (const auto& entry : fs::recursive_directory_iterator(folder())) {
+      if (entry.is_regular_file() && entry.path().extension() == ".jpg") {
+        paths.push_back(entry.path());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    encoded_folder folder_bytes;
+    nvjpegHandle_t handle = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegCreateSimple(&handle));
+    for (const fs::path& path : paths) {
+      std::ifstream in(path, std::ios::binary);
+      std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                       std::istreambuf_iterator<char>());
+      int components = 0;
+      nvjpegChromaSubsampling_t subsampling{};
+      std::array<int, NVJPEG_MAX_COMPONENT> widths{};
+      std::array<int, NVJPEG_MAX_COMPONENT> heights{};
+      CREMA_NVJPEG_TRY(nvjpegGetImageInfo(handle, bytes.data(), bytes.size(), &components,
+                                          &subsampling, widths.data(), heights.data()));
+      folder_bytes.files.push_back(std::move(bytes));
+      folder_bytes.widths.push_back(widths[0]);
+      folder_bytes.heights.push_back(heights[0]);
+    }
+    (void)nvjpegDestroy(handle);
+    return folder_bytes;
+  }();
+  return read;
+}
+
+// One benchmark thread's nvJPEG: a handle (the hardware engine's where it starts), a batched
+// state initialised once for batches of `batch_size` RGB images, a stream, and device memory for
+// the largest batch of whole images.
+class nvjpeg_alone_decoder {
+ public:
+  nvjpeg_alone_decoder() {
+    if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, 0, &handle_) ==
+        NVJPEG_STATUS_SUCCESS) {
+      hardware_ = true;
+    } else {
+      handle_ = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, 0, &handle_));
+    }
+    CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &state_));
+    CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size), 1,
+                                                   NVJPEG_OUTPUT_RGBI));
+    const encoded_folder& folder_bytes = encoded();
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < folder_bytes.files.size(); ++i) {
+      sizes.push_back(image_bytes(i));
+    }
+    std::sort(sizes.rbegin(), sizes.rend());
+    std::size_t most = 0;
+    for (std::size_t i = 0; i < std::min(batch_size, sizes.size()); ++i) most += sizes[i];
+    CREMA_CUDA_TRY(cudaMalloc(&output_, most));
+  }
+  nvjpeg_alone_decoder(const nvjpeg_alone_decoder&) = delete;
+  nvjpeg_alone_decoder& operator=(const nvjpeg_alone_decoder&) = delete;
+  ~nvjpeg_alone_decoder() {
+    (void)cudaFree(output_);
+    (void)nvjpegJpegStateDestroy(state_);
+    (void)nvjpegDestroy(handle_);
+  }
+
+  [[nodiscard]] bool hardware() const noexcept { return hardware_; }
+
+  // Images first, first + 1, ... (modulo the folder) decoded, and waited for.
+  void decode_batch(std::size_t first) {
+    const encoded_folder& folder_bytes = encoded();
+    data_.clear();
+    lengths_.clear();
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < batch_size; ++k) {
+      const std::size_t i = (first + k) % folder_bytes.files.size();
+      data_.push_back(folder_bytes.files[i].data());
+      lengths_.push_back(folder_bytes.files[i].size());
+      destinations_[k] = nvjpegImage_t{};
+      destinations_[k].channel[0] = static_cast<unsigned char*>(output_) + at;
+      destinations_[k].pitch[0] = static_cast<std::size_t>(folder_bytes.widths[i]) * 3;
+      at += image_bytes(i);
+    }
+    CREMA_NVJPEG_TRY(nvjpegDecodeBatched(handle_, state_, data_.data(), lengths_.data(),
+                                         destinations_.get(), stream_.native_handle()));
+    stream_.synchronize();
+  }
+
+ private:
+  // Image i's RGB bytes, rounded up to 256.
+  static std::size_t image_bytes(std::size_t i) {
+    const encoded_folder& folder_bytes = encoded();
+    const auto bytes = static_cast<std::size_t>(folder_bytes.widths[i]) *
+                       static_cast<std::size_t>(folder_bytes.heights[i]) * 3;
+    return (bytes + 255) / 256 * 256;
+  }
+
+  nvjpegHandle_t handle_ = nullptr;
+  bool hardware_ = false;
+  nvjpegJpegState_t state_ = nullptr;
+  crema::cuda_stream stream_;
+  void* output_ = nullptr;
+  std::vector<const unsigned char*> data_;
+  std::vector<std::size_t> lengths_;
+  // Not a std::vector: nvcc 13.0 cannot destroy the unnamed nvjpegImage_t in one.
+  std::unique_ptr<nvjpegImage_t[]> destinations_{new nvjpegImage_t[batch_size]()};
+};
+
+// Label: the backend. An image nvJPEG refuses (a folder of progressive JPEGs for the engine)
+// skips the benchmark with nvJPEG's error.
+void nvjpeg_alone(benchmark::State& state) {
+  const std::size_t count = encoded().files.size();  // read before any thread times
+  std::size_t first = static_cast<std::size_t>(state.thread_index()) * batch_size % count;
+  std::optional<nvjpeg_alone_decoder> decoder;
+  try {
+    decoder.emplace();
+    decoder->decode_batch(first);  // the engine's and the library's first use, untimed
+  } catch (const crema::error& error) {
+    state.SkipWithError(error.what());
+  }
+  for (auto _ : state) {
+    first = (first + batch_size) % count;
+    try {
+      decoder->decode_batch(first);
+    } catch (const crema::error& error) {
+      state.SkipWithError(error.what());
+      break;
+    }
+  }
+  if (decoder && state.thread_index() == 0) {
+    state.SetLabel(decoder->hardware() ? "hardware" : "default backend");
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(batch_size));
 }
 
 BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(nvjpeg_input_setting)->Name("crema-nvjpeg/jpeg_input/rrc")->Apply(by_setting);
 BENCHMARK(cuda_input)->Name("crema-cuda/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(host_input)->Name("baseline/jpeg_input/rrc")->Apply(by_threads);
+BENCHMARK(nvjpeg_alone)
+    ->Name("baseline-nvjpeg/jpeg_input/decode")
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
 
 }  // namespace
 
@@ -273,6 +436,18 @@ int main(int argc, char** argv) {
               threads, decoders == 0 ? std::string("their own") : fmt::format("{}", decoders), host,
               other, other / by_default, by_default, reporter.counter(of, "host_decoded_share"),
               reporter.counter(of, "host_cpu_us"), reporter.counter(of, "sleeps_per_1k"));
+        }
+        fmt::print(
+            "nvJPEG alone (baseline-nvjpeg: whole images, its batched API, a handle a "
+            "thread), and crema's nvJPEG feed on as many threads:\n");
+        for (const long threads : {1L, 2L, 4L, 8L, 16L}) {
+          const std::string of =
+              fmt::format("baseline-nvjpeg/jpeg_input/decode/real_time/threads:{}", threads);
+          const double alone = reporter.counter(of, "items_per_second");
+          if (alone <= 0) continue;
+          const double feed = rate(name("crema", threads));
+          fmt::print("  {} thread{}: {:.0f} images/s; crema {:.0f} ({:.3f} of it)\n", threads,
+                     threads == 1 ? "" : "s", alone, feed, feed / alone);
         }
         const double host16 = rate(name("baseline", 16));
         const double nvjpeg16 = rate(name("crema", 16));
