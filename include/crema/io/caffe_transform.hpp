@@ -333,15 +333,20 @@ class caffe_transform {
     const record_shape shape = output_shape(input.channels, input.height, input.width);
     const std::size_t width = shape.width;
     const std::size_t plane_size = shape.height * width;
+    const auto isa = detail::byte_rows().load(std::memory_order_relaxed);
     for (std::size_t c = 0; c < rows.channels; ++c) {
       for (std::size_t h = 0; h < rows.height; ++h) {
         const std::uint8_t* from = rows.data + c * rows.channel_stride + h * rows.row_stride;
         std::uint8_t* to = out.data() + c * plane_size + (first + h) * width;
         const std::size_t step = rows.column_stride;
-        if (crop.mirror) {
+        if (step == 1) {
+          if (crop.mirror) {
+            reversed_row(from, to, width, isa);
+          } else {
+            std::memcpy(to, from, width);
+          }
+        } else if (crop.mirror) {
           for (std::size_t w = 0; w < width; ++w) to[width - 1 - w] = from[w * step];
-        } else if (step == 1) {
-          std::memcpy(to, from, width);
         } else {
           for (std::size_t w = 0; w < width; ++w) to[w] = from[w * step];
         }
@@ -478,6 +483,31 @@ class caffe_transform {
     }
   }
 #endif
+
+  // `to[width - 1 - w] = from[w]`, a mirrored row of bytes of unit stride (channel-first
+  // records). With SSE2 sixteen bytes a step, reversed in the register (dwords, then the words in
+  // each, then the bytes in each word), the last step moved back to end at the row's end where
+  // the width is not a multiple of 16 (its first bytes are written twice, the same values).
+  // Compilers leave the reversed loop scalar, a byte a cycle: slower than the float row.
+  static void reversed_row(const std::uint8_t* from, std::uint8_t* to, std::size_t width,
+                           detail::byte_row_isa isa) noexcept {
+#if defined(__SSE2__)
+    if (width >= 16 && isa != detail::byte_row_isa::plain) {
+      for (std::size_t w = 0;; w += 16) {
+        if (w + 16 > width) w = width - 16;
+        __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + w));
+        bytes = _mm_shuffle_epi32(bytes, _MM_SHUFFLE(0, 1, 2, 3));
+        bytes = _mm_shufflelo_epi16(bytes, _MM_SHUFFLE(2, 3, 0, 1));
+        bytes = _mm_shufflehi_epi16(bytes, _MM_SHUFFLE(2, 3, 0, 1));
+        bytes = _mm_or_si128(_mm_slli_epi16(bytes, 8), _mm_srli_epi16(bytes, 8));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to + width - w - 16), bytes);
+        if (w + 16 == width) return;
+      }
+    }
+#endif
+    (void)isa;
+    for (std::size_t w = 0; w < width; ++w) to[width - 1 - w] = from[w];
+  }
 
 #if defined(CREMA_TRANSFORM_AVX2)
   // Eight values to `to`: through the caches, or past them in two 16-byte non-temporal stores
