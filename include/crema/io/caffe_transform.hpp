@@ -341,9 +341,9 @@ class caffe_transform {
         const std::size_t step = rows.column_stride;
         if (step == 1) {
           if (crop.mirror) {
-            reversed_row(from, to, width, isa);
+            byte_row_copy<true>(from, to, width, isa);
           } else {
-            std::memcpy(to, from, width);
+            byte_row_copy<false>(from, to, width, isa);
           }
         } else if (crop.mirror) {
           for (std::size_t w = 0; w < width; ++w) to[width - 1 - w] = from[w * step];
@@ -484,29 +484,35 @@ class caffe_transform {
   }
 #endif
 
-  // `to[width - 1 - w] = from[w]`, a mirrored row of bytes of unit stride (channel-first
-  // records). With SSE2 sixteen bytes a step, reversed in the register (dwords, then the words in
-  // each, then the bytes in each word), the last step moved back to end at the row's end where
-  // the width is not a multiple of 16 (its first bytes are written twice, the same values).
-  // Compilers leave the reversed loop scalar, a byte a cycle: slower than the float row.
-  static void reversed_row(const std::uint8_t* from, std::uint8_t* to, std::size_t width,
-                           detail::byte_row_isa isa) noexcept {
+  // A row of bytes of unit stride (channel-first records) copied, or mirrored (`to[width - 1 -
+  // w] = from[w]`). With SSE2 sixteen bytes a step, the last step moved back to end at the row's
+  // end where the width is not a multiple of 16 (its first bytes are written twice, the same
+  // values); a mirrored step reverses its register (the dwords, the words in each, the bytes in
+  // each word). Compilers leave the reversed loop scalar, a byte a cycle, and a memcpy a row is a
+  // call into the C library for a few dozen bytes: both slower than the float rows.
+  template <bool Mirror>
+  static void byte_row_copy(const std::uint8_t* from, std::uint8_t* to, std::size_t width,
+                            detail::byte_row_isa isa) noexcept {
 #if defined(__SSE2__)
     if (width >= 16 && isa != detail::byte_row_isa::plain) {
       for (std::size_t w = 0;; w += 16) {
         if (w + 16 > width) w = width - 16;
         __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + w));
-        bytes = _mm_shuffle_epi32(bytes, _MM_SHUFFLE(0, 1, 2, 3));
-        bytes = _mm_shufflelo_epi16(bytes, _MM_SHUFFLE(2, 3, 0, 1));
-        bytes = _mm_shufflehi_epi16(bytes, _MM_SHUFFLE(2, 3, 0, 1));
-        bytes = _mm_or_si128(_mm_slli_epi16(bytes, 8), _mm_srli_epi16(bytes, 8));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(to + width - w - 16), bytes);
+        if constexpr (Mirror) {
+          bytes = _mm_shuffle_epi32(bytes, _MM_SHUFFLE(0, 1, 2, 3));
+          bytes = _mm_shufflelo_epi16(bytes, _MM_SHUFFLE(2, 3, 0, 1));
+          bytes = _mm_shufflehi_epi16(bytes, _MM_SHUFFLE(2, 3, 0, 1));
+          bytes = _mm_or_si128(_mm_slli_epi16(bytes, 8), _mm_srli_epi16(bytes, 8));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(to + width - w - 16), bytes);
+        } else {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(to + w), bytes);
+        }
         if (w + 16 == width) return;
       }
     }
 #endif
     (void)isa;
-    for (std::size_t w = 0; w < width; ++w) to[width - 1 - w] = from[w];
+    for (std::size_t w = 0; w < width; ++w) to[Mirror ? width - 1 - w : w] = from[w];
   }
 
 #if defined(CREMA_TRANSFORM_AVX2)
