@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -222,7 +223,8 @@ void host_input(benchmark::State& state) {
   });
 }
 
-// The folder's files in memory, sorted by path, and their sizes (nvjpegGetImageInfo).
+// The folder's JPEG files (.jpg, .jpeg, any case) in memory, sorted by path, and their sizes
+// (nvjpegGetImageInfo).
 struct encoded_folder {
   std::vector<std::vector<unsigned char>> files;
   std::vector<int> widths;
@@ -233,7 +235,10 @@ const encoded_folder& encoded() {
   static const encoded_folder read = [] {
     std::vector<fs::path> paths;
     for (const auto& entry : fs::recursive_directory_iterator(folder())) {
-      if (entry.is_regular_file() && entry.path().extension() == ".jpg") {
+      std::string extension = entry.path().extension().string();
+      std::transform(extension.begin(), extension.end(), extension.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (entry.is_regular_file() && (extension == ".jpg" || extension == ".jpeg")) {
         paths.push_back(entry.path());
       }
     }
@@ -274,26 +279,28 @@ class nvjpeg_alone_decoder {
       handle_ = nullptr;
       CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, 0, &handle_));
     }
-    CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &state_));
-    CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size), 1,
-                                                   NVJPEG_OUTPUT_RGBI));
-    const encoded_folder& folder_bytes = encoded();
-    std::vector<std::size_t> sizes;
-    for (std::size_t i = 0; i < folder_bytes.files.size(); ++i) {
-      sizes.push_back(image_bytes(i));
+    try {
+      CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &state_));
+      CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size),
+                                                     1, NVJPEG_OUTPUT_RGBI));
+      // Every batch takes images in turn, modulo the folder: room for the largest of them.
+      const encoded_folder& folder_bytes = encoded();
+      std::vector<std::size_t> sizes;
+      for (std::size_t i = 0; i < folder_bytes.files.size(); ++i) {
+        sizes.push_back(image_bytes(i));
+      }
+      std::sort(sizes.rbegin(), sizes.rend());
+      std::size_t most = 0;
+      for (std::size_t k = 0; k < batch_size; ++k) most += sizes[k % sizes.size()];
+      CREMA_CUDA_TRY(cudaMalloc(&output_, most));
+    } catch (...) {
+      release();
+      throw;
     }
-    std::sort(sizes.rbegin(), sizes.rend());
-    std::size_t most = 0;
-    for (std::size_t i = 0; i < std::min(batch_size, sizes.size()); ++i) most += sizes[i];
-    CREMA_CUDA_TRY(cudaMalloc(&output_, most));
   }
   nvjpeg_alone_decoder(const nvjpeg_alone_decoder&) = delete;
   nvjpeg_alone_decoder& operator=(const nvjpeg_alone_decoder&) = delete;
-  ~nvjpeg_alone_decoder() {
-    (void)cudaFree(output_);
-    (void)nvjpegJpegStateDestroy(state_);
-    (void)nvjpegDestroy(handle_);
-  }
+  ~nvjpeg_alone_decoder() { release(); }
 
   [[nodiscard]] bool hardware() const noexcept { return hardware_; }
 
@@ -318,6 +325,12 @@ class nvjpeg_alone_decoder {
   }
 
  private:
+  void release() noexcept {
+    if (output_ != nullptr) (void)cudaFree(output_);
+    if (state_ != nullptr) (void)nvjpegJpegStateDestroy(state_);
+    (void)nvjpegDestroy(handle_);
+  }
+
   // Image i's RGB bytes, rounded up to 256.
   static std::size_t image_bytes(std::size_t i) {
     const encoded_folder& folder_bytes = encoded();
@@ -341,6 +354,12 @@ class nvjpeg_alone_decoder {
 // skips the benchmark with nvJPEG's error.
 void nvjpeg_alone(benchmark::State& state) {
   const std::size_t count = encoded().files.size();  // read before any thread times
+  if (count == 0) {
+    state.SkipWithError("the folder holds no .jpg or .jpeg file");
+    for (auto _ : state) {
+    }
+    return;
+  }
   std::size_t first = static_cast<std::size_t>(state.thread_index()) * batch_size % count;
   std::optional<nvjpeg_alone_decoder> decoder;
   try {
