@@ -170,6 +170,15 @@ expect all_pass "summary.json is JSON" python3 -c "import json,sys; json.load(op
 expect all_pass "the demo's accuracy in the summary" \
   grep -q '^gpu-bundle: PASS .*demo: test accuracy 0.950' "$work/all_pass.out"
 
+run_case benchmark_cases 0 -- --no-sanitizers --no-demo --benchmarks device_batches \
+  --benchmark-filter '^(crema|host)/data_layer/|/jpeg_input/'
+expect benchmark_cases "the one benchmark, given the filter" \
+  grep -q -- "^crema-gpu-bench-device_batches .*--benchmark_filter=^(crema|host)/data_layer/|/jpeg_input/ " \
+  "$work/benchmark_cases.log"
+expect benchmark_cases "no other benchmark" \
+  bash -c "! grep -q '^crema-gpu-bench-synced_buffer' '$work/benchmark_cases.log'"
+expect all_pass "no filter unless asked" bash -c "! grep -q -- '--benchmark_filter' '$work/all_pass.log'"
+
 run_case demo_below_expectation 1 STUB_ACCURACY=0.412
 expect demo_below_expectation "the demo named with its accuracy" \
   grep -q 'FAILED: crema-cuda-demo: exit 1, test accuracy 0.412' "$work/demo_below_expectation.out"

@@ -7,7 +7,7 @@
 # in Python's nvidia-nccl wheel) and compute-sanitizer; nothing of the build machine.
 #
 #   run.sh [--results DIR] [--quick] [--no-sanitizers] [--no-demo] [--no-benchmarks]
-#          [--benchmarks NAMES] [--no-device-ok] [--timeout SECONDS]
+#          [--benchmarks NAMES] [--benchmark-filter REGEX] [--no-device-ok] [--timeout SECONDS]
 #
 #   --results DIR     where logs and JSON go (default: ./gpu-bundle-results)
 #   --quick           benchmarks briefly, for a smoke run (their figures then mean little)
@@ -16,6 +16,8 @@
 #   --no-benchmarks   skip the benchmarks
 #   --benchmarks NAMES only these benchmarks, by their names after crema-gpu-bench- and separated
 #                     by commas (data_layer,consumer_cpu), where a session has little GPU time
+#   --benchmark-filter REGEX  only the cases of those benchmarks whose names match (Google
+#                     Benchmark's --benchmark_filter: '^(crema|host)/data_layer/|/jpeg_input/')
 #   --no-device-ok    without a GPU, run what needs none and exit 0 (the build machine's check)
 #   --timeout SECONDS each program's run at most (default 300; a sanitizer's run counts as one)
 #
@@ -30,6 +32,7 @@ sanitizers=1
 demo=1
 benchmarks=1
 only_benchmarks=""
+benchmark_filter=""
 no_device_ok=0
 limit=300
 while (($#)); do
@@ -42,6 +45,8 @@ while (($#)); do
     --no-benchmarks) benchmarks=0 ;;
     --benchmarks) only_benchmarks=${2:?--benchmarks needs names}; shift ;;
     --benchmarks=*) only_benchmarks=${1#--benchmarks=} ;;
+    --benchmark-filter) benchmark_filter=${2:?--benchmark-filter needs a regular expression}; shift ;;
+    --benchmark-filter=*) benchmark_filter=${1#--benchmark-filter=} ;;
     --no-device-ok) no_device_ok=1 ;;
     --timeout) limit=${2:?--timeout needs seconds}; shift ;;
     --timeout=*) limit=${1#--timeout=} ;;
@@ -263,6 +268,7 @@ if ((benchmarks && device)); then
   repetitions=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true
                --benchmark_enable_random_interleaving=true)
   ((quick)) && repetitions=(--benchmark_min_time=0.01)
+  [[ -n $benchmark_filter ]] && repetitions+=("--benchmark_filter=$benchmark_filter")
   benches=("${chosen_benchmarks[@]}")
   if ((${#benches[@]} == 0)); then
     for program in "$here"/bin/crema-gpu-bench-*; do
