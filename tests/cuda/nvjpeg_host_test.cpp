@@ -8,6 +8,7 @@
 
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
+#include <crema/io/image/image_list_source.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batcher.hpp>
@@ -120,6 +121,22 @@ struct flaky_decoder {
     }
   }
 };
+
+// The cause of the error that stops a single pass of `pipe` (the pipeline_error's nested one).
+template <class Pipeline>
+std::string cause_of_failed_pass(Pipeline& pipe) {
+  try {
+    for (auto batch : pipe.consumer(0)) (void)batch->device();
+  } catch (const crema::pipeline_error& error) {
+    try {
+      std::rethrow_if_nested(error);
+    } catch (const crema::format_error& nested) {
+      return nested.what();
+    }
+  }
+  FAIL("the pass ended without a format_error");
+  return {};
+}
 
 std::vector<crema::image_transform_options> every_kind() {
   return {
@@ -473,16 +490,21 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
         crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
         {.batch_size = 4, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
     // The finishing step fails: the pipeline's error names the batch, its cause the image.
-    std::string cause;
-    try {
-      for (auto batch : pipe.consumer(0)) (void)batch->device();
-    } catch (const crema::pipeline_error& error) {
-      try {
-        std::rethrow_if_nested(error);
-      } catch (const crema::format_error& nested) {
-        cause = nested.what();
-      }
-    }
-    CHECK(cause.find("class2/3.jpg") != std::string::npos);
+    CHECK(cause_of_failed_pass(pipe).find("class2/3.jpg") != std::string::npos);
+  }
+
+  TEST_CASE("an nvjpeg_batcher stops its pipeline naming an image whose label floats cannot hold") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-label");
+    make_folder(scratch.path());
+    std::ofstream(scratch.path() / "list.txt") << "class0/0.jpg 3\nclass1/1.jpg 16777217\n";
+    crema::double_buffered_pipeline pipe{
+        crema::image_list_source(scratch.path() / "list.txt", scratch.path()),
+        crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
+        {.batch_size = 2, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
+    const std::string cause = cause_of_failed_pass(pipe);
+    CHECK(cause.find("class1/1.jpg") != std::string::npos);
+    CHECK(cause.find("label 16777217 is not exact in the batch's 32-bit float labels") !=
+          std::string::npos);
   }
 }
