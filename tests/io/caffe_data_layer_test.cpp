@@ -14,6 +14,7 @@
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 
+#include "common/pipeline_failure.hpp"
 #include "common/recording_device_resource.hpp"
 #include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
@@ -232,13 +233,7 @@ std::string error_of(const fs::path& path, const Batcher& batcher) {
   try {
     for (auto batch : pipe.consumer(0)) (void)batch;
   } catch (const crema::pipeline_error& error) {
-    std::string message = error.what();
-    try {
-      std::rethrow_if_nested(error);
-    } catch (const std::exception& cause) {
-      message += fmt::format(" / {}", cause.what());
-    }
-    return message;
+    return fmt::format("{} / {}", error.what(), crema::test::nested_message(error));
   }
   FAIL("the pass ended without an error");
   return {};

@@ -9,6 +9,7 @@
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 
+#include "common/pipeline_failure.hpp"
 #include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
 #include "common/watchdog.hpp"
@@ -25,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -657,18 +657,11 @@ TEST_SUITE("image_batcher") {
     std::iota(classes.begin(), classes.end(), 0.0F);
     CHECK(labels == classes);
 
-    std::string what;
-    try {
+    const std::string what = crema::test::failure_cause([&] {
       (void)one_pass([](const crema::batch_context& where, crema::record_shape shape) {
         return eight_bit_labels(where.batch_size, shape);
       });
-    } catch (const crema::pipeline_error& error) {
-      try {
-        std::rethrow_if_nested(error);
-      } catch (const crema::format_error& cause) {
-        what = cause.what();
-      }
-    }
+    });
     CHECK(what.find("class256/0.jpg") != std::string::npos);
     CHECK(what.find("label 256 does not fit the batch's 8-bit unsigned labels") !=
           std::string::npos);

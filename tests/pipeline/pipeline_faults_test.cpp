@@ -8,6 +8,7 @@
 #include <crema/pipeline/host_batch.hpp>
 
 #include "common/gate.hpp"
+#include "common/pipeline_failure.hpp"
 #include "common/thread_limit.hpp"
 #include "common/thread_pauser.hpp"
 #include "common/watchdog.hpp"
@@ -83,15 +84,6 @@ crema::generator_source<int> failing_at(int fail_at) {
       "failing");
 }
 
-std::string nested_message(const std::exception& e) {
-  try {
-    std::rethrow_if_nested(e);
-  } catch (const std::exception& inner) {
-    return inner.what();
-  }
-  return "(nothing nested)";
-}
-
 // What consumer 0 receives until its pipeline fails, and the failure: its message and the
 // message of the exception nested in it (empty if the pipeline ended without failing).
 struct drained_records {
@@ -108,7 +100,7 @@ drained_records drain_until_failure(Pipeline& pipe) {
     }
   } catch (const crema::pipeline_error& e) {
     drained.error = e.what();
-    drained.cause = nested_message(e);
+    drained.cause = crema::test::nested_message(e);
   }
   return drained;
 }
@@ -206,7 +198,7 @@ TEST_SUITE("pipeline faults: errors") {
       CHECK(std::string(e.what()) ==
             "pipeline: transform failed on record 3 (pass 0) of "
             "vector:hooked");
-      CHECK(nested_message(e) == "bad pixel");
+      CHECK(crema::test::nested_message(e) == "bad pixel");
     }
   }
 
