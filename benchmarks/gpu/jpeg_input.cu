@@ -10,7 +10,10 @@
 //   baseline-nvjpeg  nvJPEG alone, as its own batched API is called: each of 1 to 16 threads with
 //               a handle of its own decodes whole images (no window, no resampling, no pipeline)
 //               from memory, batch after batch, and waits for each: where crema's nvJPEG feed
-//               comes near it, nvJPEG (or its engine) is the bound, not crema
+//               comes near it, nvJPEG (or its engine) is the bound, not crema. decode_as_crema:
+//               the same images through the calls crema's decoder makes (chroma interpolated,
+//               each image parsed and checked, the batched state initialised every batch,
+//               nvjpegDecodeBatchedEx), so that a gap between the two is the calls' cost
 // The folder: CREMA_BENCH_JPEG_FOLDER (benchmarks/jpeg_input/make_dataset.py makes one), else 512
 // JPEGs cut here from the test photographs (CREMA_TEST_DATA_DIR, which the bundle's run.sh sets),
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x
@@ -266,23 +269,39 @@ const encoded_folder& encoded() {
   return read;
 }
 
+// How a baseline-nvjpeg thread calls nvJPEG.
+enum class nvjpeg_calls {
+  plain,     // nvjpegDecodeBatched, the state initialised once, no flags
+  as_crema,  // what basic_nvjpeg_batch_decoder calls, on whole images
+};
+
 // One benchmark thread's nvJPEG: a handle (the hardware engine's where it starts), a batched
-// state initialised once for batches of `batch_size` RGB images, a stream, and device memory for
-// the largest batch of whole images.
+// state for batches of `batch_size` RGB images, a stream, and device memory for the largest
+// batch of whole images; as crema calls it, a parsed stream and decode parameters an image too.
 class nvjpeg_alone_decoder {
  public:
-  nvjpeg_alone_decoder() {
-    if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, 0, &handle_) ==
+  explicit nvjpeg_alone_decoder(nvjpeg_calls calls) : calls_(calls) {
+    const unsigned flags =
+        calls == nvjpeg_calls::as_crema ? unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION} : 0U;
+    if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, flags, &handle_) ==
         NVJPEG_STATUS_SUCCESS) {
       hardware_ = true;
     } else {
       handle_ = nullptr;
-      CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, 0, &handle_));
+      CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, flags, &handle_));
     }
     try {
       CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &state_));
       CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size),
                                                      1, NVJPEG_OUTPUT_RGBI));
+      while (calls == nvjpeg_calls::as_crema && streams_.size() < batch_size) {
+        nvjpegJpegStream_t stream = nullptr;
+        CREMA_NVJPEG_TRY(nvjpegJpegStreamCreate(handle_, &stream));
+        streams_.push_back(stream);
+        nvjpegDecodeParams_t params = nullptr;
+        CREMA_NVJPEG_TRY(nvjpegDecodeParamsCreate(handle_, &params));
+        params_.push_back(params);
+      }
       // Every batch takes images in turn, modulo the folder: room for the largest of them.
       const encoded_folder& folder_bytes = encoded();
       std::vector<std::size_t> sizes;
@@ -319,13 +338,37 @@ class nvjpeg_alone_decoder {
       destinations_[k].pitch[0] = static_cast<std::size_t>(folder_bytes.widths[i]) * 3;
       at += image_bytes(i);
     }
-    CREMA_NVJPEG_TRY(nvjpegDecodeBatched(handle_, state_, data_.data(), lengths_.data(),
-                                         destinations_.get(), stream_.native_handle()));
+    if (calls_ == nvjpeg_calls::plain) {
+      CREMA_NVJPEG_TRY(nvjpegDecodeBatched(handle_, state_, data_.data(), lengths_.data(),
+                                           destinations_.get(), stream_.native_handle()));
+    } else {
+      for (std::size_t k = 0; k < batch_size; ++k) {
+        const std::size_t i = (first + k) % folder_bytes.files.size();
+        CREMA_NVJPEG_TRY(nvjpegJpegStreamParse(handle_, data_[k], lengths_[k], 0, 0, streams_[k]));
+        CREMA_NVJPEG_TRY(nvjpegDecodeParamsSetOutputFormat(params_[k], NVJPEG_OUTPUT_RGBI));
+        CREMA_NVJPEG_TRY(nvjpegDecodeParamsSetROI(params_[k], 0, 0, folder_bytes.widths[i],
+                                                  folder_bytes.heights[i]));
+        int refused = 1;
+        CREMA_NVJPEG_TRY(
+            nvjpegDecodeBatchedSupportedEx(handle_, streams_[k], params_[k], &refused));
+        if (refused != 0) {
+          ::crema::detail::fail<crema::config_error>(
+              "baseline-nvjpeg: the batched decoder refuses image {} of the folder", i);
+        }
+      }
+      CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size),
+                                                     1, NVJPEG_OUTPUT_RGBI));
+      CREMA_NVJPEG_TRY(nvjpegDecodeBatchedEx(handle_, state_, data_.data(), lengths_.data(),
+                                             destinations_.get(), params_.data(),
+                                             stream_.native_handle()));
+    }
     stream_.synchronize();
   }
 
  private:
   void release() noexcept {
+    for (nvjpegJpegStream_t stream : streams_) (void)nvjpegJpegStreamDestroy(stream);
+    for (nvjpegDecodeParams_t params : params_) (void)nvjpegDecodeParamsDestroy(params);
     if (output_ != nullptr) (void)cudaFree(output_);
     if (state_ != nullptr) (void)nvjpegJpegStateDestroy(state_);
     (void)nvjpegDestroy(handle_);
@@ -339,8 +382,11 @@ class nvjpeg_alone_decoder {
     return (bytes + 255) / 256 * 256;
   }
 
+  nvjpeg_calls calls_;
   nvjpegHandle_t handle_ = nullptr;
   bool hardware_ = false;
+  std::vector<nvjpegJpegStream_t> streams_;  // as crema calls it: one an image of a batch
+  std::vector<nvjpegDecodeParams_t> params_;
   nvjpegJpegState_t state_ = nullptr;
   crema::cuda_stream stream_;
   void* output_ = nullptr;
@@ -352,7 +398,7 @@ class nvjpeg_alone_decoder {
 
 // Label: the backend. An image nvJPEG refuses (a folder of progressive JPEGs for the engine)
 // skips the benchmark with nvJPEG's error.
-void nvjpeg_alone(benchmark::State& state) {
+void nvjpeg_alone(benchmark::State& state, nvjpeg_calls calls) {
   const std::size_t count = encoded().files.size();  // read before any thread times
   if (count == 0) {
     state.SkipWithError("the folder holds no .jpg or .jpeg file");
@@ -363,7 +409,7 @@ void nvjpeg_alone(benchmark::State& state) {
   std::size_t first = static_cast<std::size_t>(state.thread_index()) * batch_size % count;
   std::optional<nvjpeg_alone_decoder> decoder;
   try {
-    decoder.emplace();
+    decoder.emplace(calls);
     decoder->decode_batch(first);  // the engine's and the library's first use, untimed
   } catch (const crema::error& error) {
     state.SkipWithError(error.what());
@@ -388,12 +434,17 @@ BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(nvjpeg_input_setting)->Name("crema-nvjpeg/jpeg_input/rrc")->Apply(by_setting);
 BENCHMARK(cuda_input)->Name("crema-cuda/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(host_input)->Name("baseline/jpeg_input/rrc")->Apply(by_threads);
-BENCHMARK(nvjpeg_alone)
+BENCHMARK_CAPTURE(nvjpeg_alone, plain, nvjpeg_calls::plain)
     ->Name("baseline-nvjpeg/jpeg_input/decode")
     ->Threads(1)
     ->Threads(2)
     ->Threads(4)
     ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(nvjpeg_alone, as_crema, nvjpeg_calls::as_crema)
+    ->Name("baseline-nvjpeg/jpeg_input/decode_as_crema")
+    ->Threads(4)
     ->Threads(16)
     ->UseRealTime();
 
@@ -465,8 +516,16 @@ int main(int argc, char** argv) {
           const double alone = reporter.counter(of, "items_per_second");
           if (alone <= 0) continue;
           const double feed = rate(name("crema", threads));
-          fmt::print("  {} thread{}: {:.0f} images/s; crema {:.0f} ({:.3f} of it)\n", threads,
+          fmt::print("  {} thread{}: {:.0f} images/s; crema {:.0f} ({:.3f} of it)", threads,
                      threads == 1 ? "" : "s", alone, feed, feed / alone);
+          const double as_crema = reporter.counter(
+              fmt::format("baseline-nvjpeg/jpeg_input/decode_as_crema/real_time/threads:{}",
+                          threads),
+              "items_per_second");
+          if (as_crema > 0) {
+            fmt::print("; through crema's calls {:.0f} ({:.3f} of it)", as_crema, as_crema / alone);
+          }
+          fmt::print("\n");
         }
         const double host16 = rate(name("baseline", 16));
         const double nvjpeg16 = rate(name("crema", 16));
