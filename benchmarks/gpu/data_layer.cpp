@@ -9,12 +9,13 @@
 // and as batches of bytes (crema-bytes/: the crop and mirror on the host, a quarter of the
 // bytes uploaded, the mean and scale by a kernel on the consumer's stream).
 // Beside them, in the same run: the same pipeline into host batches of floats and of bytes
-// (what the host alone delivers) and a raw pinned cudaMemcpyAsync of the same bytes (what the
-// uploads alone would take), the producers' runtime calls alone (calls/: each thread finishes
-// a batch of one float over and over, and then whole small batches that it barely writes), and
-// where the small feed's producers spend a batch (profile/). Samples per second and upload GB/s,
-// the host's CPU a sample, and who waited (the consumer for batches, the producers for slots);
-// the data layer is bound by the CPU's work where the ratio is above 1.
+// (what the host alone delivers), the hand-written loop of crema-bench-caffe_data_layer on as
+// many threads (hand/: the same work with no pipeline), and a raw pinned cudaMemcpyAsync of the
+// same bytes (what the uploads alone would take), the producers' runtime calls alone (calls/: each
+// thread finishes a batch of one float over and over, and then whole small batches that it barely
+// writes), and where the small feed's producers spend a batch (profile/). Samples per second and
+// upload GB/s, the host's CPU a sample, and who waited (the consumer for batches, the producers for
+// slots); the data layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/core/cuda/device.hpp>
 #include <crema/io/caffe_batcher.hpp>
 #include <crema/io/caffe_normalization.hpp>
@@ -26,6 +27,7 @@
 #include <crema/pipeline/host_batch.hpp>
 #include <crema/pipeline/stats.hpp>
 
+#include "caffe_data_layer/hand_loop.hpp"
 #include "caffe_data_layer/shape.hpp"
 #include "gpu/gpu_benchmark.hpp"
 
@@ -204,6 +206,12 @@ void host_data_layer(benchmark::State& state, const dataset& set) {
         return batch->size();
       },
       sizeof(T));
+}
+
+// The hand-written loop on the same threads: each its own cursor over every n-th record, the
+// float transform into a batch buffer of its own (crema::bench::data_layer::hand_loop).
+void hand_data_layer(benchmark::State& state, const dataset& set) {
+  crema::bench::data_layer::hand_loop<false>(state, set);
 }
 
 void float_host_data_layer(benchmark::State& state, const dataset& set) {
@@ -462,6 +470,7 @@ BENCHMARK_CAPTURE(float_host_data_layer, small, small)
 BENCHMARK_CAPTURE(byte_host_data_layer, small, small)
     ->Name("host-bytes/data_layer/small")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(hand_data_layer, small, small)->Name("hand/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, small, small)->Name("baseline/data_layer/small")->Apply(by_threads);
 BENCHMARK_CAPTURE(data_layer, large, large, uploads_on::own_stream)
     ->Name("crema/data_layer/large")
@@ -481,6 +490,7 @@ BENCHMARK_CAPTURE(float_host_data_layer, large, large)
 BENCHMARK_CAPTURE(byte_host_data_layer, large, large)
     ->Name("host-bytes/data_layer/large")
     ->Apply(by_threads);
+BENCHMARK_CAPTURE(hand_data_layer, large, large)->Name("hand/data_layer/large")->Apply(by_threads);
 BENCHMARK_CAPTURE(raw_uploads, large, large)->Name("baseline/data_layer/large")->Apply(by_threads);
 
 }  // namespace
@@ -534,6 +544,13 @@ int main(int argc, char** argv) {
                   "    host batches on the same threads: {:.0f} samples/s; CUDA batches "
                   "{:.3f} of them (target 0.9)\n",
                   static_cast<double>(records) / host_ns * 1e9, host_ns / crema_ns);
+            }
+            const double hand_ns = reporter.nanoseconds("hand/" + name);
+            if (hand_ns > 0) {
+              fmt::print(
+                  "    the hand-written loop on the same threads: {:.0f} samples/s; CUDA batches "
+                  "{:.3f} of it\n",
+                  static_cast<double>(records) / hand_ns * 1e9, hand_ns / crema_ns);
             }
             if (shared_ns > 0) {
               fmt::print(
