@@ -273,7 +273,9 @@ void producer_calls(benchmark::State& state, const dataset* set) {
 // `timed`, and a feed of it reports, per batch, how long its first record() took (for a CUDA batch,
 // the wait for the slot's last upload), the transform's time a sample (from record(i) to
 // set_label(i)), and how long finish() took (the upload started). Beside the default CUDA batch
-// and the host batch: the CUDA batch that never uploads (pinned memory, slots refilled oldest
+// and the host batch: the CUDA batch of bytes (the crop and mirror alone, a quarter of the bytes
+// written and uploaded; its consumer's stream waits for the upload, and the slot goes back),
+// the CUDA batch that never uploads (pinned memory, slots refilled oldest
 // first, no runtime call, no copy), alone and beside raw uploads of another buffer at the link's
 // rate: whether the memory, the link's traffic or the uploads of what the producers have just
 // written cost them their time. (Write-combined and huge-page pinned memory, newest-first refills
@@ -309,14 +311,14 @@ class timed : public Batch {
   using Batch::Batch;
   using clock = std::chrono::steady_clock;
 
-  std::span<float> record(std::size_t i) {
+  auto record(std::size_t i) {
     const auto asked = clock::now();
-    const std::span<float> out = Batch::record(i);
+    const auto out = Batch::record(i);
     started_ = clock::now();
     if (i == 0) first_record_ += started_ - asked;
     return out;
   }
-  void set_label(std::size_t i, float label) {
+  void set_label(std::size_t i, typename Batch::label_type label) {
     transform_ += clock::now() - started_;
     ++records_;
     Batch::set_label(i, label);
@@ -356,7 +358,7 @@ class no_upload_batch : public batch_type {
   std::size_t size_ = 0;
 };
 
-enum class profiled { cuda, host, no_upload, no_upload_beside_copies };
+enum class profiled { cuda, cuda_bytes, host, no_upload, no_upload_beside_copies };
 
 // Raw pinned uploads of a buffer of their own, back to back on a thread of their own while it
 // lives: the link's traffic without the feed's bytes, beside a feed that uploads nothing.
@@ -401,19 +403,26 @@ void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = f
                                });
   gpu::device_memory sink(sizeof(float));
   const auto step = [&](auto& batch, crema::cuda_stream& compute) -> std::size_t {
-    if constexpr (requires { batch->device(compute); }) {
+    if constexpr (std::is_same_v<typename Batch::value_type, std::uint8_t>) {
+      (void)batch->device(compute);  // the stream waits for the upload
+      batch.release_after(compute.record());
+      return batch->size();
+    } else if constexpr (requires { batch->device(compute); }) {
       if (uploads) return gpu::touch_and_release(batch, compute, sink.floats());
     }
     benchmark::DoNotOptimize(&*batch);
     return batch->size();
   };
-  feed_passes(state, set, std::move(batcher), step, sizeof(float), [] { fill_time.reset(); });
+  feed_passes(state, set, std::move(batcher), step, sizeof(typename Batch::value_type),
+              [] { fill_time.reset(); });
   fill_time.count(state);
 }
 void profiled_data_layer(benchmark::State& state, profiled what) {
   switch (what) {
     case profiled::cuda:
       return profiled_feed<batch_type>(state, true);
+    case profiled::cuda_bytes:
+      return profiled_feed<crema::cuda::device_batch<std::uint8_t>>(state, true);
     case profiled::host:
       return profiled_feed<crema::host_batch<float>>(state, false);
     case profiled::no_upload:
@@ -428,6 +437,9 @@ void profile_threads(benchmark::internal::Benchmark* bench) {
 
 BENCHMARK_CAPTURE(profiled_data_layer, cuda, profiled::cuda)
     ->Name("profile/cuda/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, cuda_bytes, profiled::cuda_bytes)
+    ->Name("profile/cuda-bytes/data_layer/small")
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, host, profiled::host)
     ->Name("profile/host/data_layer/small")
@@ -502,7 +514,7 @@ int main(int argc, char** argv) {
         fmt::print("\nwhere the small feed's producers spend a batch (profile/)\n");
         for (const long threads : {4L, 16L}) {
           for (const char* feed :
-               {"host", "cuda", "cuda-no-upload", "cuda-no-upload-beside-copies"}) {
+               {"host", "cuda", "cuda-bytes", "cuda-no-upload", "cuda-no-upload-beside-copies"}) {
             const auto of =
                 fmt::format("profile/{}/data_layer/small/threads:{}/real_time", feed, threads);
             const double ns = reporter.nanoseconds(of);
