@@ -14,6 +14,8 @@
 //               the same images through the calls crema's decoder makes (chroma interpolated,
 //               each image parsed and checked, the batched state initialised every batch,
 //               nvjpegDecodeBatchedEx), so that a gap between the two is the calls' cost
+//               (each thread makes them all in turn; crema's producers parse before they borrow
+//               one of the 4 decoders)
 // The folder: CREMA_BENCH_JPEG_FOLDER (benchmarks/jpeg_input/make_dataset.py makes one), else 512
 // JPEGs cut here from the test photographs (CREMA_TEST_DATA_DIR, which the bundle's run.sh sets),
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x

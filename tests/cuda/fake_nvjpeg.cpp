@@ -20,6 +20,7 @@ std::mutex settings_lock;
 behaviour settings;
 std::atomic<std::size_t> batched_images{0};
 std::atomic<std::size_t> hybrid_images{0};
+std::atomic<std::size_t> parsed_streams{0};
 std::atomic<std::size_t> alive{0};
 
 behaviour current() {
@@ -48,7 +49,9 @@ void set(const behaviour& how) noexcept {
   settings = how;
 }
 
-decoded counts() noexcept { return {batched_images.load(), hybrid_images.load()}; }
+decoded counts() noexcept {
+  return {batched_images.load(), hybrid_images.load(), parsed_streams.load()};
+}
 
 std::size_t live_objects() noexcept { return alive.load(); }
 
@@ -207,8 +210,12 @@ nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamCreate(nvjpegHandle_t, nvjpegJpegStream
 nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamDestroy(nvjpegJpegStream_t stream) {
   return fake::destroy(stream);
 }
-nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamParse(nvjpegHandle_t, const unsigned char* data,
-                                               size_t length, int, int, nvjpegJpegStream_t stream) {
+}  // extern "C"
+
+namespace {
+
+// What nvjpegJpegStreamParse does, uncounted (the batched decoder's own parse of each image).
+nvjpegStatus_t parse(const unsigned char* data, std::size_t length, nvjpegJpegStream_t stream) {
   tjhandle handle = tjInitDecompress();
   int width = 0;
   int height = 0;
@@ -226,6 +233,16 @@ nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamParse(nvjpegHandle_t, const unsigned ch
                        : (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) ? 4
                                                                               : 3;
   return NVJPEG_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamParse(nvjpegHandle_t, const unsigned char* data,
+                                               size_t length, int, int, nvjpegJpegStream_t stream) {
+  ++fake::parsed_streams;
+  return parse(data, length, stream);
 }
 nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamGetComponentsNum(nvjpegJpegStream_t stream,
                                                           unsigned int* components) {
@@ -277,8 +294,7 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpeg
   if (handle->how.batch_fails) return NVJPEG_STATUS_BAD_JPEG;
   for (int i = 0; i < state->batch_size; ++i) {
     nvjpegJpegStream stream;
-    if (nvjpegJpegStreamParse(handle, data[i], lengths[i], 0, 0, &stream) !=
-        NVJPEG_STATUS_SUCCESS) {
+    if (parse(data[i], lengths[i], &stream) != NVJPEG_STATUS_SUCCESS) {
       return NVJPEG_STATUS_BAD_JPEG;
     }
     const nvjpegStatus_t status =

@@ -20,10 +20,11 @@ struct behaviour {
 /// Sets the behaviour (for the handles created after).
 void set(const behaviour& how) noexcept;
 
-/// Images decoded so far, by path.
+/// Images decoded so far, by path, and streams parsed.
 struct decoded {
   std::size_t batched = 0;  ///< by nvjpegDecodeBatchedEx
   std::size_t hybrid = 0;   ///< by nvjpegDecodeJpegDevice
+  std::size_t parsed = 0;   ///< streams parsed by nvjpegJpegStreamParse
 };
 decoded counts() noexcept;
 

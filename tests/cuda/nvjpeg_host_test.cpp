@@ -35,7 +35,9 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -292,6 +294,53 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(counting::spinning_waits() == spinning);
   }
 
+  TEST_CASE("a plan made apart, with another nvJPEG, decodes as the decoder's own plan") {
+    fake::set({});
+    const auto options = every_kind().front();
+    using images_span = std::span<const crema::cuda::encoded_image>;
+    decoder gpu(options);
+    const batch_input in = photographs(2);  // 4 JPEGs and a PNG
+    const std::size_t sample = gpu.shape().elements();
+    // As a producer plans: with the device's planning nvJPEG, not the decoder's.
+    crema::cuda::nvjpeg_batch_plan plan(std::make_shared<const crema::cuda::nvjpeg_library>(),
+                                        options);
+    plan.make(in.images);
+    std::vector<float> out(in.images.size() * sample);
+    gpu.decode(plan, images_span(in.images), out.data(), nullptr);
+    check_samples(options, in, out);
+    CHECK(gpu.last_batch().hardware == 4);
+    CHECK(gpu.last_batch().host == 1);
+
+    SUBCASE("its first images only: the others decoded elsewhere (a producer's CPU share)") {
+      plan.keep_first(2);
+      std::vector<float> first(2 * sample);
+      gpu.decode(plan, images_span(in.images).first(2), first.data(), nullptr);
+      CHECK(std::memcmp(first.data(), out.data(), first.size() * sizeof(float)) == 0);
+      CHECK(gpu.last_batch().hardware == 2);
+    }
+    SUBCASE("planned where the engine started, decoded where it did not: GPU-assisted") {
+      fake::set({.hardware_engine = false});
+      decoder no_engine(options);
+      fake::set({});
+      std::vector<float> again(out.size());
+      no_engine.decode(plan, images_span(in.images), again.data(), nullptr);
+      CHECK(again == out);
+      CHECK(no_engine.last_batch().hardware == 0);
+      CHECK(no_engine.last_batch().hybrid == 4);
+    }
+    SUBCASE("a plan of another batch size or sample shape is refused") {
+      const std::string size_error =
+          fmt::format("a plan of 5 images of {} elements for a batch of 2", sample);
+      CHECK_THROWS_WITH_AS(gpu.decode(plan, images_span(in.images).first(2), out.data(), nullptr),
+                           doctest::Contains(size_error.c_str()), crema::config_error);
+      crema::cuda::nvjpeg_batch_plan other(gpu.library(), every_kind()[1]);
+      other.make(in.images);
+      CHECK_THROWS_WITH_AS(gpu.decode(other, images_span(in.images), out.data(), nullptr),
+                           doctest::Contains("nvjpeg_batch_decoder: a plan of 5 images"),
+                           crema::config_error);
+    }
+  }
+
   TEST_CASE("every nvJPEG object the decoder makes is destroyed with it") {
     fake::set({.hardware_engine = true, .engine_takes_images = false});
     const std::size_t before = fake::live_objects();
@@ -419,6 +468,35 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(got == expected);
       CHECK(batcher.host_decoded() == 0);
     }
+  }
+
+  TEST_CASE("a producer parses its batch before it borrows a decoder, not in the decoder's turn") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    crema::test::scratch_directory scratch("nvjpeg-plan-first");
+    make_folder(scratch.path());
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
+    const batcher_type batcher(options, {.decoders = 1});
+    std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
+    const std::size_t parsed_before = fake::counts().parsed;
+    std::atomic<bool> parsed_while_held{false};
+    std::thread give_back([&] {
+      // While the test holds the only decoder, the first batch's producer parses its JPEGs (3
+      // or 4: the folder holds one PNG), then waits for the decoder.
+      const auto parsed = [&] { return fake::counts().parsed - parsed_before >= 3; };
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!parsed() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      parsed_while_held = parsed();
+      held.reset();
+    });
+    crema::cuda_stream compute;
+    const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+    give_back.join();
+    CHECK(parsed_while_held.load());
+    CHECK(got == expected);
   }
 
   TEST_CASE("a host share outside 0 to 1 is refused when the batcher is made") {

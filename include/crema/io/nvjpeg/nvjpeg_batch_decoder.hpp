@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -30,7 +31,10 @@
 /// exactly as `image_transform` draws them, so the decoder changes where the work runs, not
 /// which window a sample gets; the resampling is the CPU path's arithmetic (`resample_jobs`).
 /// Images nvJPEG does not take (PNG, CMYK, gray ones for colour output, streams cut short, what it
-/// refuses) go through the CPU path and are uploaded. Component `crema::nvjpeg`:
+/// refuses) go through the CPU path and are uploaded. A batch's host work before the GPU's
+/// (headers, draws, nvJPEG's parsing) is a plan of its own (`nvjpeg_batch_plan`), so that a
+/// pipeline's producers make it in parallel before they borrow one of a few shared decoders.
+/// Component `crema::nvjpeg`:
 /// `nvjpeg_batch_decoder`, with the kernels, is in nvjpeg_batch_decoder.cuh (nvcc translation
 /// units); this header holds the decoder over any resampling policy, which tests run on the host.
 
@@ -73,6 +77,58 @@ namespace crema::detail {
   return false;
 }
 
+// nvJPEG's parsed streams and decode parameters, owned.
+struct nvjpeg_stream_deleter {
+  void operator()(nvjpegJpegStream_t stream) const noexcept {
+    (void)nvjpegJpegStreamDestroy(stream);
+  }
+};
+struct nvjpeg_params_deleter {
+  void operator()(nvjpegDecodeParams_t params) const noexcept {
+    (void)nvjpegDecodeParamsDestroy(params);
+  }
+};
+using nvjpeg_stream =
+    std::unique_ptr<std::remove_pointer_t<nvjpegJpegStream_t>, nvjpeg_stream_deleter>;
+using nvjpeg_params =
+    std::unique_ptr<std::remove_pointer_t<nvjpegDecodeParams_t>, nvjpeg_params_deleter>;
+
+// Grows `streams` and `params` to `n` each, made with `handle`.
+inline void grow_nvjpeg_objects(nvjpegHandle_t handle, std::size_t n,
+                                std::vector<nvjpeg_stream>& streams,
+                                std::vector<nvjpeg_params>& params) {
+  while (streams.size() < n) {
+    nvjpegJpegStream_t stream = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegJpegStreamCreate(handle, &stream));
+    streams.emplace_back(stream);
+  }
+  while (params.size() < n) {
+    nvjpegDecodeParams_t made = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegDecodeParamsCreate(handle, &made));
+    params.emplace_back(made);
+  }
+}
+
+// The decode parameters of one window in `format`.
+inline void set_nvjpeg_window(nvjpegDecodeParams_t params, nvjpegOutputFormat_t format,
+                              const pixel_window& w) {
+  CREMA_NVJPEG_TRY(nvjpegDecodeParamsSetOutputFormat(params, format));
+  CREMA_NVJPEG_TRY(nvjpegDecodeParamsSetROI(params, static_cast<int>(w.left),
+                                            static_cast<int>(w.top), static_cast<int>(w.width),
+                                            static_cast<int>(w.height)));
+}
+
+[[nodiscard]] inline image_transform_options at_full_size(image_transform_options options) {
+  options.decode.dct_scaling = false;  // nvJPEG does not scale the DCT
+  return options;
+}
+
+[[nodiscard]] inline nvjpegOutputFormat_t nvjpeg_output_of(
+    const image_transform_options& options) noexcept {
+  if (options.decode.channels == 1) return NVJPEG_OUTPUT_Y;
+  return options.decode.order == channel_order::rgb ? NVJPEG_OUTPUT_RGBI : NVJPEG_OUTPUT_BGRI;
+}
+
 }  // namespace crema::detail
 
 namespace crema::cuda {
@@ -101,6 +157,194 @@ struct nvjpeg_batch_counts {
   std::size_t host = 0;      ///< the CPU path (`image_transform`), then uploaded
 };
 
+/// @brief nvJPEG on one device: its library handle (the hardware engine's backend where the GPU
+/// has one and `nvjpeg_options::hardware` asks for it, else the default backend) and its
+/// GPU-assisted decoder. Shared, as nvJPEG allows, by the threads that use it, each with parsed
+/// streams, states and buffers of its own: a decoder's (`basic_nvjpeg_batch_decoder`), or the
+/// producers' that plan batches (`nvjpeg_batch_plan`). Made with its device current.
+class nvjpeg_library {
+ public:
+  /// @throws crema::cuda_error if nvJPEG cannot be started (no device, no library)
+  explicit nvjpeg_library(nvjpeg_options options = {}) {
+    const unsigned flags =
+        options.interpolate_chroma ? unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION} : 0U;
+    // The hardware backend's handle also makes the GPU-assisted decoder; without the engine
+    // (or the wish for it), the default backend's.
+    if (options.hardware && nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, flags,
+                                           &handle_) == NVJPEG_STATUS_SUCCESS) {
+      hardware_ = true;
+    } else {
+      handle_ = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, flags, &handle_));
+    }
+    const nvjpegStatus_t made = nvjpegDecoderCreate(handle_, NVJPEG_BACKEND_GPU_HYBRID, &hybrid_);
+    if (made != NVJPEG_STATUS_SUCCESS) {
+      (void)nvjpegDestroy(handle_);
+      ::crema::detail::nvjpeg_check(made, "nvjpegDecoderCreate");
+    }
+  }
+  nvjpeg_library(const nvjpeg_library&) = delete;
+  nvjpeg_library& operator=(const nvjpeg_library&) = delete;
+  ~nvjpeg_library() {
+    (void)nvjpegDecoderDestroy(hybrid_);
+    (void)nvjpegDestroy(handle_);
+  }
+
+  [[nodiscard]] nvjpegHandle_t handle() const noexcept { return handle_; }
+  /// @return whether the hardware engine is in use
+  [[nodiscard]] bool hardware() const noexcept { return hardware_; }
+  /// @return the GPU-assisted decoder (its states are each decoding thread's)
+  [[nodiscard]] nvjpegJpegDecoder_t hybrid() const noexcept { return hybrid_; }
+
+ private:
+  nvjpegHandle_t handle_ = nullptr;
+  bool hardware_ = false;
+  nvjpegJpegDecoder_t hybrid_ = nullptr;
+};
+
+template <class Resampler>
+class basic_nvjpeg_batch_decoder;
+
+/// @brief The host's part of decoding one batch, done before any decoder is needed: each image's
+/// header read, its window and flip drawn from its generator as `image_transform` draws them, its
+/// stream parsed by nvJPEG, and where it is decoded (the hardware engine, the GPU-assisted
+/// decoder, the CPU path); then where each window goes in the decoding buffer, and the batch's
+/// resampling jobs. An `nvjpeg_batcher`'s producer plans its batch on its own thread and borrows
+/// a shared decoder only to queue the work, so that the parsing of many batches runs on as many
+/// cores, not inside the few decoders' turns.
+///
+/// The plan is made with any nvJPEG library of the device (its handle only parses and answers
+/// what nvJPEG takes); the decoder sets up its own nvJPEG objects from it, so the plan may be
+/// made again as soon as `decode` returns. Used by one thread at a time and reused batch after
+/// batch (its buffers grow to the largest).
+class nvjpeg_batch_plan {
+ public:
+  /// @param options the transform of the decoder that will decode the plan (its windows drawn
+  ///        at full size: `dct_scaling` is ignored, as nvJPEG does not scale the DCT)
+  nvjpeg_batch_plan(std::shared_ptr<const nvjpeg_library> library, image_transform_options options)
+      : library_(std::move(library)),
+        transform_(::crema::detail::at_full_size(std::move(options))),
+        header_({.channels = transform_.options().decode.channels}),
+        channels_(transform_.options().decode.channels),
+        output_format_(::crema::detail::nvjpeg_output_of(transform_.options())) {}
+
+  /// @brief Plans the decoding of `images` (their bytes are read here, and by the decoding).
+  /// @throws crema::format_error naming an image that is neither a JPEG nor a PNG it can read
+  /// @throws crema::cuda_error if nvJPEG fails
+  void make(std::span<const encoded_image> images) {
+    const std::size_t n = images.size();
+    ::crema::detail::grow_nvjpeg_objects(library_->handle(), n, streams_, params_);
+    geometries_.resize(n);
+    flips_.resize(n);
+    places_.resize(n);
+    size_ = 0;  // a plan that failed halfway plans nothing
+    for (std::size_t i = 0; i < n; ++i) {
+      const encoded_image& image = images[i];
+      const image_info info = header_.info(image.bytes, image.key);
+      sample_rng rng = image.rng;  // the draws of image_transform::operator(), in its order
+      geometries_[i] = transform_.geometry(info.height, info.width, rng);
+      flips_[i] = transform_.options().mirror && rng.bernoulli(0.5) ? 1 : 0;
+      places_[i] = info.format == image_format::jpeg ? place_of(i, image) : place::host;
+    }
+    lay_out(n);
+  }
+
+  /// @brief Keeps the first `n` images of the plan (those after are decoded elsewhere).
+  void keep_first(std::size_t n) {
+    if (n < size_) lay_out(n);
+  }
+
+  /// @return the images planned
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// @return one output's shape (as `image_transform::shape`)
+  [[nodiscard]] record_shape shape() const noexcept { return transform_.shape(); }
+
+ private:
+  template <class Resampler>
+  friend class basic_nvjpeg_batch_decoder;
+
+  enum class place : std::uint8_t { hardware, hybrid, host };
+
+  // Where image i is decoded: parsed by nvJPEG, with a window and an output it takes.
+  place place_of(std::size_t i, const encoded_image& image) {
+    if (!::crema::detail::jpeg_reaches_end(image.bytes)) {
+      return place::host;  // cut short: the CPU path names it (or decodes it, if asked to)
+    }
+    nvjpegJpegStream_t stream = streams_[i].get();
+    const auto* data = reinterpret_cast<const unsigned char*>(image.bytes.data());
+    if (nvjpegJpegStreamParse(library_->handle(), data, image.bytes.size(), 0, 0, stream) !=
+        NVJPEG_STATUS_SUCCESS) {
+      return place::host;  // the CPU path decodes it, or names it in its error
+    }
+    unsigned components = 0;
+    if (nvjpegJpegStreamGetComponentsNum(stream, &components) != NVJPEG_STATUS_SUCCESS ||
+        !(components == 3 || (components == 1 && output_format_ == NVJPEG_OUTPUT_Y))) {
+      return place::host;  // CMYK, YCCK; gray made colour as the CPU path makes it
+    }
+    nvjpegDecodeParams_t params = params_[i].get();
+    ::crema::detail::set_nvjpeg_window(params, output_format_, geometries_[i].window);
+    int refused = 1;  // nvJPEG's "is_supported": 0 when it takes the image
+    if (library_->hardware() &&
+        nvjpegDecodeBatchedSupportedEx(library_->handle(), stream, params, &refused) ==
+            NVJPEG_STATUS_SUCCESS &&
+        refused == 0) {
+      return place::hardware;
+    }
+    refused = 1;
+    if (nvjpegDecoderJpegSupported(library_->hybrid(), stream, params, &refused) !=
+            NVJPEG_STATUS_SUCCESS ||
+        refused != 0) {
+      return place::host;
+    }
+    return place::hybrid;
+  }
+
+  // The lists of the first n images by place, where each GPU-decoded window goes, and their
+  // resampling jobs.
+  void lay_out(std::size_t n) {
+    const std::size_t sample = shape().elements();
+    offsets_.resize(n);
+    pitches_.resize(n);
+    jobs_.clear();
+    hardware_list_.clear();
+    hybrid_list_.clear();
+    host_list_.clear();
+    decoded_bytes_ = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (places_[i] == place::host) {
+        host_list_.push_back(i);
+        continue;
+      }
+      const pixel_window& w = geometries_[i].window;
+      pitches_[i] = w.width * channels_;
+      offsets_[i] = decoded_bytes_;
+      decoded_bytes_ += (w.height * pitches_[i] + 255) / 256 * 256;
+      jobs_.add(geometries_[i], flips_[i] != 0, channels_, offsets_[i], pitches_[i], i * sample);
+      (places_[i] == place::hardware ? hardware_list_ : hybrid_list_).push_back(i);
+    }
+    size_ = n;
+  }
+
+  std::shared_ptr<const nvjpeg_library> library_;
+  image_transform transform_;  // the draws
+  image_decoder header_;       // reads each image's size
+  std::size_t channels_;
+  nvjpegOutputFormat_t output_format_;
+  std::vector<::crema::detail::nvjpeg_stream> streams_;  // one per image of the largest batch
+  std::vector<::crema::detail::nvjpeg_params> params_;
+  std::vector<image_geometry> geometries_;
+  std::vector<unsigned char> flips_;
+  std::vector<place> places_;
+  std::vector<std::size_t> offsets_;  // image i's window at this byte of the decoding buffer
+  std::vector<std::size_t> pitches_;  // and its bytes a row
+  std::vector<std::size_t> hardware_list_;
+  std::vector<std::size_t> hybrid_list_;
+  std::vector<std::size_t> host_list_;
+  resample_jobs jobs_;
+  std::size_t decoded_bytes_ = 0;
+  std::size_t size_ = 0;
+};
+
 /// @brief Decodes batches of encoded images into device memory as an `image_transform` with
 /// the same options would, with the windows decoded at full size (`dct_scaling` off: nvJPEG
 /// does not scale the DCT); on the same decoded pixels the values are the CPU path's, byte for
@@ -114,13 +358,23 @@ struct nvjpeg_batch_counts {
 template <class Resampler>
 class basic_nvjpeg_batch_decoder {
  public:
+  /// @brief A decoder with an nvJPEG of its own.
   /// @throws crema::config_error for options an `image_transform` refuses, or colour jitter
   /// @throws crema::cuda_error if nvJPEG cannot be started (no device, no library)
   explicit basic_nvjpeg_batch_decoder(image_transform_options options, nvjpeg_options decoding = {},
                                       Resampler resampler = {})
-      : resampler_(std::move(resampler)),
-        transform_(without_dct_scaling(std::move(options))),
-        header_({.channels = transform_.options().decode.channels}) {
+      : basic_nvjpeg_batch_decoder(library_for(options, decoding), std::move(options),
+                                   std::move(resampler)) {}
+  /// @brief A decoder sharing `library` (its device's nvJPEG) with other threads: decoders or
+  /// producers planning batches.
+  /// @throws crema::config_error for options an `image_transform` refuses, or colour jitter
+  /// @throws crema::cuda_error if nvJPEG fails
+  basic_nvjpeg_batch_decoder(std::shared_ptr<const nvjpeg_library> library,
+                             image_transform_options options, Resampler resampler = {})
+      : library_(std::move(library)),
+        resampler_(std::move(resampler)),
+        transform_(::crema::detail::at_full_size(std::move(options))),
+        output_format_(::crema::detail::nvjpeg_output_of(transform_.options())) {
     check_options(transform_.options());
     const image_transform_options& o = transform_.options();
     format_.chw = o.layout == pixel_layout::chw;
@@ -128,23 +382,10 @@ class basic_nvjpeg_batch_decoder {
       format_.mean[c] = o.mean[c];
       format_.std[c] = o.std[c];
     }
-    output_format_ = o.decode.channels == 1                 ? NVJPEG_OUTPUT_Y
-                     : o.decode.order == channel_order::rgb ? NVJPEG_OUTPUT_RGBI
-                                                            : NVJPEG_OUTPUT_BGRI;
-    const unsigned flags =
-        decoding.interpolate_chroma ? unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION} : 0U;
-    // The hardware backend's handle also makes the GPU-assisted decoder; without the engine
-    // (or the wish for it), the default backend's.
-    if (decoding.hardware && nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, flags,
-                                            &handle_) == NVJPEG_STATUS_SUCCESS) {
-      hardware_ = true;
-    } else {
-      handle_ = nullptr;
-      CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, flags, &handle_));
-    }
     try {
-      if (hardware_) CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &hardware_state_));
-      CREMA_NVJPEG_TRY(nvjpegDecoderCreate(handle_, NVJPEG_BACKEND_GPU_HYBRID, &hybrid_));
+      if (library_->hardware()) {
+        CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(library_->handle(), &hardware_state_));
+      }
       // The next batch waits on it for up to a whole batch's decoding: asleep, not spinning
       // (the runtime's default here), so that the core goes to the producers reading files and
       // to whatever else the host runs meanwhile.
@@ -171,34 +412,54 @@ class basic_nvjpeg_batch_decoder {
   /// @return one output's shape (as `image_transform::shape`)
   [[nodiscard]] record_shape shape() const noexcept { return transform_.shape(); }
   /// @return whether the hardware engine is in use
-  [[nodiscard]] bool hardware() const noexcept { return hardware_; }
+  [[nodiscard]] bool hardware() const noexcept { return library_->hardware(); }
+  /// @return the nvJPEG it decodes with
+  [[nodiscard]] const std::shared_ptr<const nvjpeg_library>& library() const noexcept {
+    return library_;
+  }
   /// @return where the images of the last batch were decoded
   [[nodiscard]] nvjpeg_batch_counts last_batch() const noexcept { return counts_; }
 
-  /// @brief Queues the decoding of `images` on `stream`, sample i into `out + i *
-  /// shape().elements()` (device memory, float normalised or std::uint8_t), and returns once
-  /// the host's part is done (the CPU path's images, nvJPEG's Huffman decoding on the host).
-  /// Waits first for the previous batch's work on the device to be done with this decoder's
-  /// buffers.
+  /// @brief Plans `images` (as `nvjpeg_batch_plan::make`) and decodes them: sample i into
+  /// `out + i * shape().elements()` (device memory, float normalised or std::uint8_t), on
+  /// `stream`. Returns once the host's part is done (the CPU path's images, nvJPEG's Huffman
+  /// decoding on the host). Waits first for the previous batch's work on the device to be done
+  /// with this decoder's buffers.
   /// @throws crema::format_error naming the image's key for an image that does not decode
   /// @throws crema::cuda_error if nvJPEG or the CUDA runtime fails
   template <class T>
   void decode(std::span<const encoded_image> images, T* out, cudaStream_t stream) {
+    if (!own_plan_) own_plan_.emplace(library_, transform_.options());
+    own_plan_->make(images);
+    decode(*own_plan_, images, out, stream);
+  }
+
+  /// @brief Queues the decoding of `images` as `plan` (made for them, with this decoder's
+  /// transform and any nvJPEG library of its device) says, sample i into `out + i *
+  /// shape().elements()`, on `stream`. Waits first for the previous batch's work on the device
+  /// to be done with this decoder's buffers. The images' bytes are read until the work queued is
+  /// done; the plan, only until this returns.
+  /// @throws crema::config_error for a plan of another size or shape
+  /// @throws crema::format_error naming the image's key for an image that does not decode
+  /// @throws crema::cuda_error if nvJPEG or the CUDA runtime fails
+  template <class T>
+  void decode(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images, T* out,
+              cudaStream_t stream) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::uint8_t>,
                   "crema: an nvjpeg_batch_decoder writes float or std::uint8_t samples");
+    check_plan(plan, images.size(), shape());
     wait_idle();
-    plan(images);
     const std::size_t sample = shape().elements();
-    reserve(decoded_, decoded_bytes_);
-    reserve(kept_, jobs_.kept_bytes());
-    reserve(block_, jobs_.block_bytes());
-    reserve(staged_block_, jobs_.block_bytes());
-    reserve(staged_samples_, host_.size() * sample * sizeof(T));
+    reserve(decoded_, plan.decoded_bytes_);
+    reserve(kept_, plan.jobs_.kept_bytes());
+    reserve(block_, plan.jobs_.block_bytes());
+    reserve(staged_block_, plan.jobs_.block_bytes());
+    reserve(staged_samples_, plan.host_list_.size() * sample * sizeof(T));
 
-    jobs_.write_block(static_cast<std::byte*>(staged_block_.data));
+    plan.jobs_.write_block(static_cast<std::byte*>(staged_block_.data));
     pending_ = true;  // from the first queued work on, the next call and the destructor wait
     try {
-      queue(images, out, stream);
+      queue(plan, images, out, stream);
     } catch (...) {
       // What was queued before the failure still reads this decoder's buffers: the next call
       // waits for it.
@@ -206,12 +467,10 @@ class basic_nvjpeg_batch_decoder {
       throw;
     }
     CREMA_CUDA_TRY(cudaEventRecord(done_, stream));
-    counts_ = {hardware_list_.size(), hybrid_list_.size(), host_.size()};
+    counts_ = {on_engine_, hybrid_list_.size(), plan.host_list_.size()};
   }
 
  private:
-  enum class place { hardware, hybrid, host };
-
   // Bytes on the device (cudaMalloc) or pinned on the host (cudaMallocHost).
   struct gpu_bytes {
     void* data = nullptr;
@@ -223,17 +482,14 @@ class basic_nvjpeg_batch_decoder {
   struct image_array {
     std::unique_ptr<nvjpegImage_t[]> images;
     std::size_t capacity = 0;
-    std::size_t size = 0;
 
     void resize(std::size_t n) {
       if (n > capacity) {
         images.reset(new nvjpegImage_t[n]());
         capacity = n;
       }
-      size = n;
     }
     nvjpegImage_t& operator[](std::size_t i) noexcept { return images[i]; }
-    const nvjpegImage_t& operator[](std::size_t i) const noexcept { return images[i]; }
     nvjpegImage_t* data() noexcept { return images.get(); }
   };
   struct hybrid_state {
@@ -242,35 +498,47 @@ class basic_nvjpeg_batch_decoder {
     nvjpegBufferDevice_t device = nullptr;
   };
 
-  static image_transform_options without_dct_scaling(image_transform_options options) {
-    options.decode.dct_scaling = false;
-    return options;
+  static std::shared_ptr<const nvjpeg_library> library_for(const image_transform_options& options,
+                                                           nvjpeg_options decoding) {
+    check_options(options);  // before nvJPEG is started
+    return std::make_shared<const nvjpeg_library>(decoding);
+  }
+
+  static void check_plan(const nvjpeg_batch_plan& plan, std::size_t images, record_shape shape) {
+    if (plan.size() != images || plan.shape() != shape) {
+      ::crema::detail::fail<config_error>(
+          "nvjpeg_batch_decoder: a plan of {} images of {} elements for a batch of {} of {}",
+          plan.size(), plan.shape().elements(), images, shape.elements());
+    }
   }
 
   // The copy of the jobs, nvJPEG's decoding, the resampling and the CPU path's samples, queued.
   template <class T>
-  void queue(std::span<const encoded_image> images, T* out, cudaStream_t stream) {
+  void queue(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images, T* out,
+             cudaStream_t stream) {
     const std::size_t sample = shape().elements();
-    if (jobs_.block_bytes() > 0) {
-      CREMA_CUDA_TRY(cudaMemcpyAsync(block_.data, staged_block_.data, jobs_.block_bytes(),
+    const resample_jobs& jobs = plan.jobs_;
+    if (jobs.block_bytes() > 0) {
+      CREMA_CUDA_TRY(cudaMemcpyAsync(block_.data, staged_block_.data, jobs.block_bytes(),
                                      cudaMemcpyHostToDevice, stream));
     }
-    decode_on_hardware(images, stream);
-    decode_hybrid(images, stream);
+    decode_on_hardware(plan, images, stream);
+    decode_hybrid(plan, images, stream);
     const auto* block = static_cast<const std::byte*>(block_.data);
     resampler_(
         resample_launch<T>{reinterpret_cast<const resample_job*>(block),
-                           reinterpret_cast<const std::int32_t*>(block + jobs_.table_offset()),
-                           static_cast<std::int32_t>(jobs_.jobs().size()), jobs_.most_kept_rows(),
-                           jobs_.most_out_rows(), format_,
+                           reinterpret_cast<const std::int32_t*>(block + jobs.table_offset()),
+                           static_cast<std::int32_t>(jobs.jobs().size()), jobs.most_kept_rows(),
+                           jobs.most_out_rows(), format_,
                            static_cast<const std::uint8_t*>(decoded_.data),
                            static_cast<std::uint8_t*>(kept_.data), out},
         stream);
     T* staged = static_cast<T*>(staged_samples_.data);
-    for (std::size_t k = 0; k < host_.size(); ++k) {
-      const std::size_t i = host_[k];
+    for (std::size_t k = 0; k < plan.host_list_.size(); ++k) {
+      const std::size_t i = plan.host_list_[k];
       const std::span<T> to(staged + k * sample, sample);
-      transform_.apply(images[i].bytes, geometries_[i], flips_[i] != 0, to, images[i].key);
+      transform_.apply(images[i].bytes, plan.geometries_[i], plan.flips_[i] != 0, to,
+                       images[i].key);
       CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, to.data(), sample * sizeof(T),
                                      cudaMemcpyHostToDevice, stream));
     }
@@ -283,135 +551,78 @@ class basic_nvjpeg_batch_decoder {
     }
   }
 
-  // Every image's geometry and flip (drawn as image_transform draws them), where it is decoded,
-  // and, for the GPU's, where its window goes and its resampling job.
-  void plan(std::span<const encoded_image> images) {
-    const std::size_t n = images.size();
-    const std::size_t channels = transform_.options().decode.channels;
-    const std::size_t sample = shape().elements();
-    while (streams_.size() < n) {  // kept only once made, so that release() frees only those
-      nvjpegJpegStream_t stream = nullptr;
-      CREMA_NVJPEG_TRY(nvjpegJpegStreamCreate(handle_, &stream));
-      streams_.push_back(stream);
-    }
-    while (params_.size() < n) {
-      nvjpegDecodeParams_t params = nullptr;
-      CREMA_NVJPEG_TRY(nvjpegDecodeParamsCreate(handle_, &params));
-      params_.push_back(params);
-    }
-    geometries_.resize(n);
-    flips_.resize(n);
-    destinations_.resize(n);
-    destination_offsets_.resize(n);
-    jobs_.clear();
-    hardware_list_.clear();
-    hybrid_list_.clear();
-    host_.clear();
-    decoded_bytes_ = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const encoded_image& image = images[i];
-      const image_info info = header_.info(image.bytes, image.key);
-      sample_rng rng = image.rng;  // the draws of image_transform::operator(), in its order
-      geometries_[i] = transform_.geometry(info.height, info.width, rng);
-      flips_[i] = transform_.options().mirror && rng.bernoulli(0.5) ? 1 : 0;
-      const place where = info.format == image_format::jpeg ? place_of(i, image) : place::host;
-      if (where == place::host) {
-        host_.push_back(i);
-        continue;
-      }
-      const pixel_window& w = geometries_[i].window;
-      const std::size_t pitch = w.width * channels;
-      const std::size_t at = decoded_bytes_;
-      decoded_bytes_ += (w.height * pitch + 255) / 256 * 256;
-      destinations_[i] = {};
-      destinations_[i].pitch[0] = pitch;
-      destination_offsets_[i] = at;
-      jobs_.add(geometries_[i], flips_[i] != 0, channels, at, pitch, i * sample);
-      (where == place::hardware ? hardware_list_ : hybrid_list_).push_back(i);
-    }
-  }
-
-  // Where image i is decoded: parsed by nvJPEG, with a window and an output it takes.
-  place place_of(std::size_t i, const encoded_image& image) {
-    if (!::crema::detail::jpeg_reaches_end(image.bytes)) {
-      return place::host;  // cut short: the CPU path names it (or decodes it, if asked to)
-    }
-    nvjpegJpegStream_t stream = streams_[i];
-    const auto* data = reinterpret_cast<const unsigned char*>(image.bytes.data());
-    if (nvjpegJpegStreamParse(handle_, data, image.bytes.size(), 0, 0, stream) !=
-        NVJPEG_STATUS_SUCCESS) {
-      return place::host;  // the CPU path decodes it, or names it in its error
-    }
-    unsigned components = 0;
-    if (nvjpegJpegStreamGetComponentsNum(stream, &components) != NVJPEG_STATUS_SUCCESS ||
-        !(components == 3 || (components == 1 && output_format_ == NVJPEG_OUTPUT_Y))) {
-      return place::host;  // CMYK, YCCK; gray made colour as the CPU path makes it
-    }
-    const pixel_window& w = geometries_[i].window;
-    nvjpegDecodeParams_t params = params_[i];
-    CREMA_NVJPEG_TRY(nvjpegDecodeParamsSetOutputFormat(params, output_format_));
-    CREMA_NVJPEG_TRY(nvjpegDecodeParamsSetROI(params, static_cast<int>(w.left),
-                                              static_cast<int>(w.top), static_cast<int>(w.width),
-                                              static_cast<int>(w.height)));
-    int refused = 1;  // nvJPEG's "is_supported": 0 when it takes the image
-    if (hardware_ &&
-        nvjpegDecodeBatchedSupportedEx(handle_, stream, params, &refused) ==
-            NVJPEG_STATUS_SUCCESS &&
-        refused == 0) {
-      return place::hardware;
-    }
-    refused = 1;
-    if (nvjpegDecoderJpegSupported(hybrid_, stream, params, &refused) != NVJPEG_STATUS_SUCCESS ||
-        refused != 0) {
-      return place::host;
-    }
-    return place::hybrid;
-  }
-
-  nvjpegImage_t destination(std::size_t i) const noexcept {
-    nvjpegImage_t image = destinations_[i];
-    image.channel[0] = static_cast<unsigned char*>(decoded_.data) + destination_offsets_[i];
+  nvjpegImage_t destination(const nvjpeg_batch_plan& plan, std::size_t i) const noexcept {
+    nvjpegImage_t image{};
+    image.channel[0] = static_cast<unsigned char*>(decoded_.data) + plan.offsets_[i];
+    image.pitch[0] = plan.pitches_[i];
     return image;
   }
 
   // The hardware engine's images in one call. An image that spoils the batch sends the whole
   // batch to the GPU-assisted decoder, one image at a time, whose error then names it.
-  void decode_on_hardware(std::span<const encoded_image> images, cudaStream_t stream) {
-    if (hardware_list_.empty()) return;
+  void decode_on_hardware(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images,
+                          cudaStream_t stream) {
+    hybrid_list_.assign(plan.hybrid_list_.begin(), plan.hybrid_list_.end());
+    on_engine_ = 0;
+    const std::vector<std::size_t>& engine = plan.hardware_list_;
+    if (engine.empty()) return;
+    if (!library_->hardware()) {  // planned where the engine started, decoded where it did not
+      hybrid_list_.insert(hybrid_list_.begin(), engine.begin(), engine.end());
+      return;
+    }
+    ::crema::detail::grow_nvjpeg_objects(library_->handle(), engine.size(), streams_, params_);
     batch_data_.clear();
     batch_lengths_.clear();
-    batch_images_.resize(hardware_list_.size());
+    batch_images_.resize(engine.size());
     batch_params_.clear();
-    for (std::size_t k = 0; k < hardware_list_.size(); ++k) {
-      const std::size_t i = hardware_list_[k];
+    for (std::size_t k = 0; k < engine.size(); ++k) {
+      const std::size_t i = engine[k];
       batch_data_.push_back(reinterpret_cast<const unsigned char*>(images[i].bytes.data()));
       batch_lengths_.push_back(images[i].bytes.size());
-      batch_images_[k] = destination(i);
-      batch_params_.push_back(params_[i]);
+      batch_images_[k] = destination(plan, i);
+      ::crema::detail::set_nvjpeg_window(params_[k].get(), output_format_,
+                                         plan.geometries_[i].window);
+      batch_params_.push_back(params_[k].get());
     }
-    const int count = static_cast<int>(hardware_list_.size());
-    CREMA_NVJPEG_TRY(
-        nvjpegDecodeBatchedInitialize(handle_, hardware_state_, count, 1, output_format_));
-    const nvjpegStatus_t status =
-        nvjpegDecodeBatchedEx(handle_, hardware_state_, batch_data_.data(), batch_lengths_.data(),
-                              batch_images_.data(), batch_params_.data(), stream);
-    if (status == NVJPEG_STATUS_SUCCESS) return;
+    const int count = static_cast<int>(engine.size());
+    CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(library_->handle(), hardware_state_, count, 1,
+                                                   output_format_));
+    const nvjpegStatus_t status = nvjpegDecodeBatchedEx(
+        library_->handle(), hardware_state_, batch_data_.data(), batch_lengths_.data(),
+        batch_images_.data(), batch_params_.data(), stream);
+    if (status == NVJPEG_STATUS_SUCCESS) {
+      on_engine_ = engine.size();
+      return;
+    }
     if (!::crema::detail::nvjpeg_blames_image(status)) {
       ::crema::detail::nvjpeg_check(status, "nvjpegDecodeBatchedEx");
     }
-    hybrid_list_.insert(hybrid_list_.begin(), hardware_list_.begin(), hardware_list_.end());
-    hardware_list_.clear();
+    hybrid_list_.insert(hybrid_list_.begin(), engine.begin(), engine.end());
   }
 
-  // The GPU-assisted decoder's images, each with a state of its own (its host phase may run
-  // while the previous image's device phase is still queued).
-  void decode_hybrid(std::span<const encoded_image> images, cudaStream_t stream) {
+  // The GPU-assisted decoder's images, each parsed again with this decoder's nvJPEG and with a
+  // state of its own (its host phase may run while the previous image's device phase is still
+  // queued).
+  void decode_hybrid(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images,
+                     cudaStream_t stream) {
     while (states_.size() < hybrid_list_.size()) add_state();
+    const nvjpegHandle_t handle = library_->handle();
+    const nvjpegJpegDecoder_t hybrid = library_->hybrid();
+    // Objects after the engine's images' parameters, which are left as its call was given them.
+    const std::size_t first = plan.hardware_list_.size();
+    ::crema::detail::grow_nvjpeg_objects(handle, first + hybrid_list_.size(), streams_, params_);
     for (std::size_t k = 0; k < hybrid_list_.size(); ++k) {
       const std::size_t i = hybrid_list_[k];
       const hybrid_state& state = states_[k];
-      const nvjpegStatus_t host =
-          nvjpegDecodeJpegHost(handle_, hybrid_, state.state, params_[i], streams_[i]);
+      nvjpegJpegStream_t parsed = streams_[first + k].get();
+      nvjpegDecodeParams_t params = params_[first + k].get();
+      const auto* data = reinterpret_cast<const unsigned char*>(images[i].bytes.data());
+      nvjpegStatus_t host =
+          nvjpegJpegStreamParse(handle, data, images[i].bytes.size(), 0, 0, parsed);
+      if (host == NVJPEG_STATUS_SUCCESS) {
+        ::crema::detail::set_nvjpeg_window(params, output_format_, plan.geometries_[i].window);
+        host = nvjpegDecodeJpegHost(handle, hybrid, state.state, params, parsed);
+      }
       if (host != NVJPEG_STATUS_SUCCESS) {
         if (::crema::detail::nvjpeg_blames_image(host)) {
           ::crema::detail::fail<format_error>("image {}: nvJPEG cannot decode it: {}",
@@ -421,18 +632,19 @@ class basic_nvjpeg_batch_decoder {
         ::crema::detail::nvjpeg_check(host, "nvjpegDecodeJpegHost");
       }
       CREMA_NVJPEG_TRY(
-          nvjpegDecodeJpegTransferToDevice(handle_, hybrid_, state.state, streams_[i], stream));
-      nvjpegImage_t to = destination(i);
-      CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle_, hybrid_, state.state, &to, stream));
+          nvjpegDecodeJpegTransferToDevice(handle, hybrid, state.state, parsed, stream));
+      nvjpegImage_t to = destination(plan, i);
+      CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle, hybrid, state.state, &to, stream));
     }
   }
 
   void add_state() {
+    const nvjpegHandle_t handle = library_->handle();
     hybrid_state state;
     try {
-      CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle_, hybrid_, &state.state));
-      CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle_, nullptr, &state.pinned));
-      CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle_, nullptr, &state.device));
+      CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle, library_->hybrid(), &state.state));
+      CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &state.pinned));
+      CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle, nullptr, &state.device));
       CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state.state, state.pinned));
       CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state.state, state.device));
     } catch (...) {
@@ -469,53 +681,41 @@ class basic_nvjpeg_batch_decoder {
   void release() noexcept {
     if (pending_ && done_ != nullptr) (void)cudaEventSynchronize(done_);
     pending_ = false;
+    own_plan_.reset();
+    streams_.clear();
+    params_.clear();
     for (hybrid_state& state : states_) destroy(state);
     states_.clear();
-    for (nvjpegJpegStream_t stream : streams_) (void)nvjpegJpegStreamDestroy(stream);
-    streams_.clear();
-    for (nvjpegDecodeParams_t params : params_) (void)nvjpegDecodeParamsDestroy(params);
-    params_.clear();
     for (gpu_bytes* buffer : {&decoded_, &kept_, &block_, &staged_block_, &staged_samples_}) {
       free_bytes(*buffer);
     }
     if (done_ != nullptr) (void)cudaEventDestroy(done_);
     done_ = nullptr;
-    if (hybrid_ != nullptr) (void)nvjpegDecoderDestroy(hybrid_);
-    hybrid_ = nullptr;
     if (hardware_state_ != nullptr) (void)nvjpegJpegStateDestroy(hardware_state_);
     hardware_state_ = nullptr;
-    if (handle_ != nullptr) (void)nvjpegDestroy(handle_);
-    handle_ = nullptr;
   }
 
+  std::shared_ptr<const nvjpeg_library> library_;  // destroyed last: what follows is its
   Resampler resampler_;
-  image_transform transform_;  // the draws, and the CPU path for what nvJPEG does not take
-  image_decoder header_;       // reads each image's size
+  image_transform transform_;  // the CPU path, for what nvJPEG does not take
+  nvjpegOutputFormat_t output_format_;
   resample_output format_;
-  nvjpegOutputFormat_t output_format_ = NVJPEG_OUTPUT_RGBI;
-  nvjpegHandle_t handle_ = nullptr;
-  bool hardware_ = false;
+  std::optional<nvjpeg_batch_plan> own_plan_;  // decode(images, ...)'s, made on first need
   nvjpegJpegState_t hardware_state_ = nullptr;
-  nvjpegJpegDecoder_t hybrid_ = nullptr;
   std::vector<hybrid_state> states_;
-  std::vector<nvjpegJpegStream_t> streams_;  // one per image of the largest batch
-  std::vector<nvjpegDecodeParams_t> params_;
+  // The engine's images' parameters, and the GPU-assisted decoder's images parsed again: the
+  // plan's are its producer's, maybe of another nvJPEG handle.
+  std::vector<::crema::detail::nvjpeg_stream> streams_;
+  std::vector<::crema::detail::nvjpeg_params> params_;
   cudaEvent_t done_ = nullptr;  // the last batch's work on the device
   bool pending_ = false;
 
-  std::vector<image_geometry> geometries_;
-  std::vector<unsigned char> flips_;
-  image_array destinations_;
-  std::vector<std::size_t> destination_offsets_;
-  std::vector<std::size_t> hardware_list_;
-  std::vector<std::size_t> hybrid_list_;
-  std::vector<std::size_t> host_;
+  std::size_t on_engine_ = 0;             // the last batch's images decoded by the engine
+  std::vector<std::size_t> hybrid_list_;  // and by the GPU-assisted decoder
   std::vector<const unsigned char*> batch_data_;
   std::vector<std::size_t> batch_lengths_;
   image_array batch_images_;
   std::vector<nvjpegDecodeParams_t> batch_params_;
-  resample_jobs jobs_;
-  std::size_t decoded_bytes_ = 0;
   gpu_bytes decoded_;                         // the decoded windows
   gpu_bytes kept_;                            // the horizontal pass's rows
   gpu_bytes block_;                           // the jobs and their table

@@ -37,14 +37,15 @@
 /// @file
 /// The pipeline's batch transform for JPEGs decoded on the GPU: each producer reads the files (or
 /// takes the encoded Datums) of its batch into the batch's own buffer on its thread, then, as the
-/// batch's finishing step, decodes them all with nvJPEG and resamples them on the GPU straight
-/// into the batch's device memory, on the batch's own stream, and uploads the labels. The
-/// consumer's stream waits for one event a batch. The producers share a few decoders on each
-/// device, lent for one batch's decoding at a time: the GPU's JPEG engine is one, and more
-/// decoders feeding it deliver less. A producer that finds every decoder lent may decode the last
-/// images of its batch itself, on the CPU path, until one comes back (`max_host_share`): the
-/// host's idle cores join the engine where it is the bound. Component `crema::nvjpeg`;
-/// `nvjpeg_batcher<T>` with the kernels is in nvjpeg_batcher.cuh.
+/// batch's finishing step, plans their decoding (headers, windows, nvJPEG's parsing) on its thread
+/// too, and has them decoded by nvJPEG and resampled on the GPU straight into the batch's device
+/// memory, on the batch's own stream, and uploads the labels. The consumer's stream waits for one
+/// event a batch. The producers share a few decoders on each device, lent for one batch's
+/// decoding at a time: the GPU's JPEG engine is one, and more decoders feeding it deliver less.
+/// A producer that finds every decoder lent may decode the last images of its batch itself, on
+/// the CPU path, until one comes back (`max_host_share`): the host's idle cores join the engine
+/// where it is the bound. Component `crema::nvjpeg`; `nvjpeg_batcher<T>` with the kernels is in
+/// nvjpeg_batcher.cuh.
 
 namespace crema::cuda {
 
@@ -85,7 +86,8 @@ class basic_nvjpeg_batcher {
 
   /// @brief The decoders every copy of a batcher (every producer's) shares, by device: made
   /// there on first need, at most a limit on each, each lent to one producer at a time for one
-  /// batch's decoding (its nvJPEG state and buffers serve one batch at a time).
+  /// batch's decoding (its nvJPEG handle, state and buffers serve one batch at a time); and, on
+  /// each device, the nvJPEG library with which all the producers plan their batches at once.
   class decoder_pool {
    public:
     /// @brief A decoder lent for one batch: given back when destroyed, even on an error.
@@ -132,6 +134,21 @@ class basic_nvjpeg_batcher {
       return lend(lock, on);
     }
 
+    /// @return the nvJPEG with which producers plan their batches on `device` (the device
+    /// current), made on first need: it only parses, and its handle is shared as nvJPEG allows
+    /// @throws crema::cuda_error if nvJPEG cannot be started; the pool stays usable
+    [[nodiscard]] std::shared_ptr<const nvjpeg_library> planning(int device) {
+      {
+        const std::scoped_lock lock(mutex_);
+        if (shelf_of(device).planning) return shelf_of(device).planning;
+      }
+      auto made = std::make_shared<const nvjpeg_library>(decoding_);  // the lock released
+      const std::scoped_lock lock(mutex_);
+      shelf& on = shelf_of(device);
+      if (!on.planning) on.planning = std::move(made);  // else another thread's came first
+      return on.planning;
+    }
+
     /// @return the decoders made on `device`
     [[nodiscard]] std::size_t made(int device) {
       const std::scoped_lock lock(mutex_);
@@ -149,6 +166,7 @@ class basic_nvjpeg_batcher {
 
     struct shelf {
       int device = 0;
+      std::shared_ptr<const nvjpeg_library> planning = {};
       std::size_t made = 0;
       std::vector<std::unique_ptr<Decoder>> idle = {};
     };
@@ -256,11 +274,12 @@ class basic_nvjpeg_batcher {
       retired_pending_ = true;
     }
 
-    /// @brief The finishing step (the producer's): decodes the batch's `info.size` images on
-    /// the batch's stream into its device memory with a decoder of the batcher's for that
-    /// device (the device made current meanwhile). While every one is lent, decodes its last
-    /// images on the CPU path itself, up to the batcher's `max_host_share`, then waits for one;
-    /// uploads those samples and the labels, records one event.
+    /// @brief The finishing step (the producer's): plans the decoding of the batch's
+    /// `info.size` images, then decodes them on the batch's stream into its device memory with
+    /// a decoder of the batcher's for that device (the device made current meanwhile). While
+    /// every one is lent, decodes its last images on the CPU path itself, up to the batcher's
+    /// `max_host_share`, then waits for one; uploads those samples and the labels, records one
+    /// event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
       const scoped_device on(device_id_);
@@ -274,6 +293,11 @@ class basic_nvjpeg_batcher {
             std::span<const std::byte>(bytes_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
         images_[i].key = keys_[i];
       }
+      // The host's part, on this producer's thread, before a decoder is needed.
+      if (!plan_) plan_.emplace(decoders_->planning(device_id_), decoders_->transform());
+      const std::span<const encoded_image> images =
+          std::span<const encoded_image>(images_).first(size_);
+      plan_->make(images);
       // Images [on_gpu, size_) are decoded here; sample i is staged at i - first_staged.
       const std::size_t most = std::min(most_on_host_, size_);
       const std::size_t first_staged = size_ - most;
@@ -285,9 +309,9 @@ class basic_nvjpeg_batcher {
         if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
       }
       if (on_gpu > 0) {
+        plan_->keep_first(on_gpu);
         if (!decoder) decoder.emplace(decoders_->borrow(device_id_));  // waits for one
-        (*decoder)->decode(std::span<const encoded_image>(images_).first(on_gpu), data(),
-                           stream_->native_handle());
+        (*decoder)->decode(*plan_, images.first(on_gpu), data(), stream_->native_handle());
       }
       decoder.reset();
       const std::size_t sample = shape_.elements();
@@ -380,6 +404,7 @@ class basic_nvjpeg_batcher {
     int device_id_;
     std::shared_ptr<cuda_stream> stream_;
     std::shared_ptr<decoder_pool> decoders_;  // the batcher's
+    std::optional<nvjpeg_batch_plan> plan_;   // made on first need
     std::shared_ptr<void> device_;            // labels, then samples
     std::shared_ptr<void> labels_;            // pinned
     std::vector<encoded_image> images_;
