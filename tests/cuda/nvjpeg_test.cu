@@ -2,9 +2,10 @@
 // bundle): batches of photographs decoded by nvJPEG and resampled by the kernels, against the CPU
 // path's samples from the same generators (decoded at full size), within the bound
 // docs/datasets.md states for nvJPEG's IDCT and upsampling; the PNG goes through the CPU path and
-// must match exactly; a JPEG cut short is an error naming it; a folder pipeline of nvjpeg_batcher
-// batches against the CPU pipeline. nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in
-// every CI run. Without a GPU: skipped.
+// must match exactly; plans made on other threads decode as the decoder's own; a JPEG cut short
+// is an error naming it; a folder pipeline of nvjpeg_batcher batches against the CPU pipeline.
+// nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in every CI run. Without a GPU:
+// skipped.
 
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.cuh>
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +190,39 @@ TEST_CASE("float samples from nvJPEG are the 8-bit ones normalised") {
     if (f[v] != expected) ++differ;
   }
   CHECK(differ == 0);
+}
+
+TEST_CASE("plans made on several threads at once decode as the decoder's own, byte for byte") {
+  if (crema::test::skip_without_cuda_device()) return;
+  crema::image_transform_options options;
+  options.mirror = true;
+  crema::cuda::nvjpeg_batch_decoder own(options);
+  const batch_input in = photographs(2, 7);
+  const std::vector<std::uint8_t> expected = decode_on_gpu<std::uint8_t>(own, in);
+  // A second decoder shares the first one's nvJPEG, and four threads plan with it at once.
+  crema::cuda::nvjpeg_batch_decoder shared(own.library(), options);
+  std::vector<std::optional<crema::cuda::nvjpeg_batch_plan>> plans(4);
+  std::vector<std::thread> planners;
+  for (auto& plan : plans) {
+    planners.emplace_back([&] {
+      plan.emplace(own.library(), options);
+      plan->make(in.images);
+    });
+  }
+  for (std::thread& planner : planners) planner.join();
+  std::uint8_t* device = nullptr;
+  CREMA_CUDA_TRY(cudaMalloc(&device, expected.size()));
+  crema::cuda_stream stream;
+  std::vector<std::uint8_t> got(expected.size());
+  for (std::size_t k = 0; k < plans.size(); ++k) {
+    CAPTURE(k);
+    shared.decode(*plans[k], std::span<const crema::cuda::encoded_image>(in.images), device,
+                  stream.native_handle());
+    stream.synchronize();
+    CREMA_CUDA_TRY(cudaMemcpy(got.data(), device, got.size(), cudaMemcpyDeviceToHost));
+    CHECK(got == expected);
+  }
+  CREMA_CUDA_TRY(cudaFree(device));
 }
 
 TEST_CASE("a JPEG cut short is an error naming it, and the decoder goes on after it") {
