@@ -212,3 +212,19 @@ TEST_SUITE("cuda device_batch, counted") {
     }
   }
 }
+
+TEST_SUITE("cuda_stream, counted") {
+  TEST_CASE("a stream's events are waited for spinning by default, asleep where it is made to") {
+    const auto spins = [](crema::cuda_stream& stream) {
+      const std::uint64_t before = counting::spinning_waits();
+      for (int i = 0; i < 3; ++i) stream.record().wait();  // the second and third reused
+      return counting::spinning_waits() - before;
+    };
+    crema::cuda_stream plain;
+    crema::cuda_stream spinning(0, crema::host_wait::spin);
+    crema::cuda_stream sleeping(0, crema::host_wait::sleep);
+    CHECK(spins(plain) == 3);
+    CHECK(spins(spinning) == 3);
+    CHECK(spins(sleeping) == 0);
+  }
+}

@@ -499,6 +499,28 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(got == expected);
   }
 
+  TEST_CASE("a producer refilling a slot waits for its last decoding asleep, not spinning") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-refill-wait");
+    make_folder(scratch.path());
+    crema::double_buffered_pipeline pipe{
+        crema::image_folder_source(scratch.path()),
+        crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
+        {.batch_size = 2, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
+    crema::cuda_stream compute;
+    const auto before = counting::all_threads();
+    const std::uint64_t spinning = counting::spinning_waits();
+    std::size_t delivered = 0;
+    for (auto batch : pipe.consumer(0)) {
+      (void)batch->device(compute);
+      batch.release_after(compute.record());
+      ++delivered;
+    }
+    CHECK(delivered == 8);  // 16 images through 4 slots: each slot refilled
+    CHECK((counting::all_threads() - before)[counting::call::event_synchronize] >= 4);
+    CHECK(counting::spinning_waits() == spinning);
+  }
+
   TEST_CASE("a host share outside 0 to 1 is refused when the batcher is made") {
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     for (const double share : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {

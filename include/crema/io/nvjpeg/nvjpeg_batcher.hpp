@@ -239,7 +239,8 @@ class basic_nvjpeg_batcher {
           most_on_host_(std::min(most_on_host, capacity)),
           labels_stride_((capacity * sizeof(label_type) + 255) / 256 * 256 / sizeof(T)),
           device_id_(device),
-          stream_(std::make_shared<cuda_stream>(device)),
+          // Host waits for its decoding (a refill's, device()'s) may last a whole batch's: asleep.
+          stream_(std::make_shared<cuda_stream>(device, host_wait::sleep)),
           decoders_(std::move(decoders)),
           images_(capacity),
           offsets_(capacity + 1),

@@ -6,12 +6,24 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 namespace crema {
+
+/// @brief How a thread waits on the host for a stream's events (`cuda_event::wait`).
+enum class host_wait : std::uint8_t {
+  /// Polling on its core (the runtime's default): back the soonest, for waits that are short,
+  /// as for the upload of a batch.
+  spin,
+  /// Asleep until the event completes (`cudaEventBlockingSync`): the core goes to other
+  /// threads meanwhile, for waits as long as a batch's decoding on the GPU.
+  sleep,
+};
+
 namespace detail {
 
 // The CUDA events of one stream that no `cuda_event` holds any more, kept to be recorded again:
@@ -21,7 +33,9 @@ namespace detail {
 // destroys the events it kept. Thread-safe.
 class cuda_event_pool {
  public:
-  explicit cuda_event_pool(int device) noexcept : device_(device) {}
+  cuda_event_pool(int device, host_wait waits) noexcept
+      : device_(device),
+        flags_(cudaEventDisableTiming | (waits == host_wait::sleep ? cudaEventBlockingSync : 0U)) {}
   cuda_event_pool(const cuda_event_pool&) = delete;
   cuda_event_pool& operator=(const cuda_event_pool&) = delete;
   ~cuda_event_pool() {
@@ -41,7 +55,7 @@ class cuda_event_pool {
     }
     cuda::scoped_device on(device_);
     cudaEvent_t event = nullptr;
-    CREMA_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    CREMA_CUDA_TRY(cudaEventCreateWithFlags(&event, flags_));
     return event;
   }
   // Keeps `event` for a later `take`; re-recording an event that may still be pending is fine,
@@ -58,6 +72,7 @@ class cuda_event_pool {
 
  private:
   int device_;
+  unsigned flags_;
   std::mutex mutex_;
   std::vector<cudaEvent_t> kept_;
 };
@@ -120,7 +135,8 @@ class cuda_event {
 ///
 /// Move-only. Remembers its device. `record()` records one of the stream's events, made on first
 /// need and reused once the `cuda_event` that held it is gone, so that steady recording makes
-/// and destroys none. Thread-safe as the CUDA runtime is.
+/// and destroys none. Threads wait on the host for its events as its `host_wait` says (spinning
+/// by default). Thread-safe as the CUDA runtime is.
 class cuda_stream {
  public:
   using event_type = cuda_event;
@@ -130,13 +146,16 @@ class cuda_stream {
   cuda_stream()
       : device_(cuda::current_device()),
         owned_(true),
-        events_(std::make_shared<detail::cuda_event_pool>(device_)) {
+        events_(std::make_shared<detail::cuda_event_pool>(device_, host_wait::spin)) {
     CREMA_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
-  /// @brief A new non-blocking stream on device `device` (the caller's current device is kept).
+  /// @brief A new non-blocking stream on device `device` (the caller's current device is kept),
+  /// whose events are waited for as `waits` says.
   /// @throws crema::cuda_error if the device cannot be made current or the stream created
-  explicit cuda_stream(int device)
-      : device_(device), owned_(true), events_(std::make_shared<detail::cuda_event_pool>(device_)) {
+  explicit cuda_stream(int device, host_wait waits = host_wait::spin)
+      : device_(device),
+        owned_(true),
+        events_(std::make_shared<detail::cuda_event_pool>(device_, waits)) {
     cuda::scoped_device on(device_);
     CREMA_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -193,7 +212,7 @@ class cuda_stream {
       : stream_(stream),
         device_(device),
         owned_(false),
-        events_(std::make_shared<detail::cuda_event_pool>(device)) {}
+        events_(std::make_shared<detail::cuda_event_pool>(device, host_wait::spin)) {}
 
   cudaStream_t stream_ = nullptr;
   int device_ = 0;
