@@ -1,7 +1,9 @@
 // ImageNet-style training input on a GPU host: RandomResizedCrop(224) + flip + normalise to float
 // from a folder of JPEGs, one pass per iteration, batch 128, on 2, 4, 8 and 16 producer threads:
 //   crema       nvjpeg_batcher: nvJPEG decodes each batch's windows, kernels resample them; its
-//               producers share 4 decoders and wait while all 4 are lent (the defaults);
+//               producers plan their batches, then share 4 decoders and wait while all 4 are
+//               lent (the defaults); counters say where a batch's finishing step spends the
+//               host's time (nvjpeg_feed_times);
 //               crema-nvjpeg: more or fewer decoders, or one each, or a share of each batch
 //               decoded on the CPU while every decoder is lent, beside it
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
@@ -42,6 +44,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -157,9 +160,10 @@ void count_pass(benchmark::State& state) {
 
 // `consume(batch, compute)`: the consumer's step (it returns the records it read), its device
 // work queued on `compute` and waited for at the end of each pass only, as a training loop
-// queues its steps.
-template <class Batcher, class Consume>
-void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
+// queues its steps. `warm()` is called once the untimed first pass is done.
+template <class Batcher, class Consume, class Warm = void (*)()>
+void one_pass_each(
+    benchmark::State& state, Batcher batcher, Consume consume, Warm warm = [] {}) {
   const auto threads = static_cast<std::size_t>(state.range(0));
   crema::image_folder_source source(folder());
   source.shuffle(7);
@@ -177,25 +181,43 @@ void one_pass_each(benchmark::State& state, Batcher batcher, Consume consume) {
     compute.synchronize();
   };
   pass();  // every slot's memory made, every decoder started, the folder in the page cache
+  warm();
   const gpu::host_cost cost;
   for (auto _ : state) pass();
   count_pass(state);
   cost.count(state, static_cast<double>(state.iterations()) * static_cast<double>(images()));
 }
 
-// Counter host_decoded_share: the share of the samples its producers decoded on the CPU (over
-// the warm-up pass and the timed ones).
+// Counters: host_decoded_share, the share of the samples its producers decoded on the CPU (over
+// the warm-up pass and the timed ones); and, over the timed passes, where a batch's finishing
+// step spent the host's time, in microseconds a batch (nvjpeg_feed_times): planning it,
+// borrowing a decoder, in the decoder's turn waiting for its last batch on the GPU, and
+// queueing the work.
 template <class Options>
 void nvjpeg_passes(benchmark::State& state, const Options& options) {
   gpu::device_memory sink(sizeof(float));
   crema::cuda::nvjpeg_batcher<float> batcher(training(), options);
   const auto& decoders = batcher.decoders();  // every copy's: the pipeline's too
-  one_pass_each(state, std::move(batcher), [&](auto& batch, crema::cuda_stream& compute) {
-    return gpu::touch_and_release(batch, compute, sink.floats());
-  });
+  crema::cuda::nvjpeg_feed_times warm;
+  one_pass_each(
+      state, std::move(batcher),
+      [&](auto& batch, crema::cuda_stream& compute) {
+        return gpu::touch_and_release(batch, compute, sink.floats());
+      },
+      [&] { warm = decoders.times(); });
   const double samples =
       static_cast<double>(state.iterations() + 1) * static_cast<double>(images());
   state.counters["host_decoded_share"] = static_cast<double>(decoders.host_decoded()) / samples;
+  const crema::cuda::nvjpeg_feed_times all = decoders.times();
+  const double batches =
+      static_cast<double>(std::max<std::uint64_t>(all.batches - warm.batches, 1));
+  const auto per_batch = [&](std::chrono::nanoseconds total, std::chrono::nanoseconds before) {
+    return std::chrono::duration<double, std::micro>(total - before).count() / batches;
+  };
+  state.counters["plan_us"] = per_batch(all.planning, warm.planning);
+  state.counters["borrow_us"] = per_batch(all.borrowing, warm.borrowing);
+  state.counters["turn_wait_us"] = per_batch(all.waiting, warm.waiting);
+  state.counters["turn_queue_us"] = per_batch(all.queueing, warm.queueing);
 }
 
 void nvjpeg_input(benchmark::State& state) {
@@ -493,6 +515,16 @@ int main(int argc, char** argv) {
           if (reporter.nanoseconds(of) <= 0) continue;
           fmt::print("  {} threads: {:.3f} of the samples decoded by the producers on the CPU\n",
                      threads, reporter.counter(of, "host_decoded_share"));
+        }
+        fmt::print(
+            "a batch's finishing step on the host, us (planning it; borrowing a decoder; in the "
+            "decoder's turn, waiting for its last batch, then queueing):\n");
+        for (const long threads : thread_counts) {
+          const std::string of = name("crema", threads);
+          if (reporter.nanoseconds(of) <= 0) continue;
+          fmt::print("  {} threads: {:.0f}; {:.0f}; {:.0f}, {:.0f}\n", threads,
+                     reporter.counter(of, "plan_us"), reporter.counter(of, "borrow_us"),
+                     reporter.counter(of, "turn_wait_us"), reporter.counter(of, "turn_queue_us"));
         }
         for (const auto& [threads, decoders, host] : nvjpeg_settings) {
           const std::string of = fmt::format(

@@ -310,6 +310,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     check_samples(options, in, out);
     CHECK(gpu.last_batch().hardware == 4);
     CHECK(gpu.last_batch().host == 1);
+    CHECK(gpu.last_batch().queued.count() > 0);
 
     SUBCASE("its first images only: the others decoded elsewhere (a producer's CPU share)") {
       plan.keep_first(2);
@@ -497,6 +498,13 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     give_back.join();
     CHECK(parsed_while_held.load());
     CHECK(got == expected);
+    // The producers' times: every batch's planning and queueing, and the first one's wait for
+    // the decoder the test held.
+    const crema::cuda::nvjpeg_feed_times times = batcher.times();
+    CHECK(times.batches == 4);
+    CHECK(times.planning.count() > 0);
+    CHECK(times.borrowing.count() > 0);
+    CHECK(times.queueing.count() > 0);
   }
 
   TEST_CASE("a producer refilling a slot waits for its last decoding asleep, not spinning") {

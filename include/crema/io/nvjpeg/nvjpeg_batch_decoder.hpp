@@ -13,6 +13,7 @@
 #include <nvjpeg.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -150,11 +151,16 @@ struct nvjpeg_options {
   bool interpolate_chroma = true;
 };
 
-/// @brief Where the images of the last batch were decoded.
+/// @brief Where the images of the last batch were decoded, and how long its `decode` took on
+/// the host (steady clock).
 struct nvjpeg_batch_counts {
   std::size_t hardware = 0;  ///< nvJPEG's hardware engine
   std::size_t hybrid = 0;    ///< nvJPEG's GPU-assisted decoder
   std::size_t host = 0;      ///< the CPU path (`image_transform`), then uploaded
+  /// waiting for the decoder's previous batch to be done on the device
+  std::chrono::nanoseconds waited{0};
+  /// queueing the work: nvJPEG's host part, the kernels, the CPU path's images
+  std::chrono::nanoseconds queued{0};
 };
 
 /// @brief nvJPEG on one device: its library handle (the hardware engine's backend where the GPU
@@ -417,7 +423,7 @@ class basic_nvjpeg_batch_decoder {
   [[nodiscard]] const std::shared_ptr<const nvjpeg_library>& library() const noexcept {
     return library_;
   }
-  /// @return where the images of the last batch were decoded
+  /// @return where the images of the last batch were decoded, and its host times
   [[nodiscard]] nvjpeg_batch_counts last_batch() const noexcept { return counts_; }
 
   /// @brief Plans `images` (as `nvjpeg_batch_plan::make`) and decodes them: sample i into
@@ -448,7 +454,9 @@ class basic_nvjpeg_batch_decoder {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::uint8_t>,
                   "crema: an nvjpeg_batch_decoder writes float or std::uint8_t samples");
     check_plan(plan, images.size(), shape());
+    const auto start = std::chrono::steady_clock::now();
     wait_idle();
+    const auto waited = std::chrono::steady_clock::now();
     const std::size_t sample = shape().elements();
     reserve(decoded_, plan.decoded_bytes_);
     reserve(kept_, plan.jobs_.kept_bytes());
@@ -467,7 +475,8 @@ class basic_nvjpeg_batch_decoder {
       throw;
     }
     CREMA_CUDA_TRY(cudaEventRecord(done_, stream));
-    counts_ = {on_engine_, hybrid_list_.size(), plan.host_list_.size()};
+    counts_ = {on_engine_, hybrid_list_.size(), plan.host_list_.size(), waited - start,
+               std::chrono::steady_clock::now() - waited};
   }
 
  private:

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +49,20 @@
 /// nvjpeg_batcher.cuh.
 
 namespace crema::cuda {
+
+/// @brief Where the finishing steps of an `nvjpeg_batcher`'s batches spent the host's time,
+/// summed over its producers (steady clock): what to look at when choosing its decoders.
+struct nvjpeg_feed_times {
+  std::uint64_t batches = 0;  ///< the batches finished
+  /// planning them (headers, windows, nvJPEG's parse), before a decoder is needed
+  std::chrono::nanoseconds planning{0};
+  /// waiting for a decoder while every one was lent (decoding on the CPU meanwhile, if allowed)
+  std::chrono::nanoseconds borrowing{0};
+  /// in a decoder's turn, waiting for its previous batch to be done on the device
+  std::chrono::nanoseconds waiting{0};
+  /// in a decoder's turn, queueing the work (nvJPEG's host part, the kernels)
+  std::chrono::nanoseconds queueing{0};
+};
 
 /// @brief Where an `nvjpeg_batcher`'s batches live and how they are read.
 struct nvjpeg_batcher_options {
@@ -158,11 +173,29 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] std::uint64_t host_decoded() const noexcept {
       return host_decoded_.load(std::memory_order_relaxed);
     }
+    /// @return where the batches' finishing steps spent the host's time so far
+    [[nodiscard]] nvjpeg_feed_times times() const noexcept {
+      const auto read = [](const std::atomic<std::int64_t>& ns) {
+        return std::chrono::nanoseconds(ns.load(std::memory_order_relaxed));
+      };
+      return {batches_.load(std::memory_order_relaxed), read(planning_ns_), read(borrowing_ns_),
+              read(waiting_ns_), read(queueing_ns_)};
+    }
     /// @return the transform the decoders and the producers' CPU path apply
     [[nodiscard]] const image_transform_options& transform() const noexcept { return transform_; }
 
    private:
-    friend class basic_nvjpeg_batcher::batch;  // counts its host-decoded images
+    friend class basic_nvjpeg_batcher::batch;  // counts its host-decoded images and times
+
+    // One batch's times, added.
+    void add_times(std::chrono::nanoseconds planning, std::chrono::nanoseconds borrowing,
+                   std::chrono::nanoseconds waiting, std::chrono::nanoseconds queueing) noexcept {
+      batches_.fetch_add(1, std::memory_order_relaxed);
+      planning_ns_.fetch_add(planning.count(), std::memory_order_relaxed);
+      borrowing_ns_.fetch_add(borrowing.count(), std::memory_order_relaxed);
+      waiting_ns_.fetch_add(waiting.count(), std::memory_order_relaxed);
+      queueing_ns_.fetch_add(queueing.count(), std::memory_order_relaxed);
+    }
 
     struct shelf {
       int device = 0;
@@ -221,6 +254,11 @@ class basic_nvjpeg_batcher {
     std::condition_variable returned_;
     std::deque<shelf> shelves_;  // a deque: the references borrow holds stay valid
     std::atomic<std::uint64_t> host_decoded_{0};
+    std::atomic<std::uint64_t> batches_{0};
+    std::atomic<std::int64_t> planning_ns_{0};
+    std::atomic<std::int64_t> borrowing_ns_{0};
+    std::atomic<std::int64_t> waiting_ns_{0};
+    std::atomic<std::int64_t> queueing_ns_{0};
   };
 
   /// @brief One slot's batch: the encoded images on the host, the samples and labels on the
@@ -295,10 +333,13 @@ class basic_nvjpeg_batcher {
         images_[i].key = keys_[i];
       }
       // The host's part, on this producer's thread, before a decoder is needed.
+      using clock = std::chrono::steady_clock;
+      const clock::time_point start = clock::now();
       if (!plan_) plan_.emplace(decoders_->planning(device_id_), decoders_->transform());
       const std::span<const encoded_image> images =
           std::span<const encoded_image>(images_).first(size_);
       plan_->make(images);
+      const clock::time_point planned = clock::now();
       // Images [on_gpu, size_) are decoded here; sample i is staged at i - first_staged.
       const std::size_t most = std::min(most_on_host_, size_);
       const std::size_t first_staged = size_ - most;
@@ -309,12 +350,17 @@ class basic_nvjpeg_batcher {
         decode_on_host(on_gpu, on_gpu - first_staged);
         if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
       }
+      nvjpeg_batch_counts turn;
+      clock::time_point lent = clock::now();
       if (on_gpu > 0) {
         plan_->keep_first(on_gpu);
         if (!decoder) decoder.emplace(decoders_->borrow(device_id_));  // waits for one
+        lent = clock::now();
         (*decoder)->decode(*plan_, images.first(on_gpu), data(), stream_->native_handle());
+        turn = (*decoder)->last_batch();
       }
       decoder.reset();
+      decoders_->add_times(planned - start, lent - planned, turn.waited, turn.queued);
       const std::size_t sample = shape_.elements();
       if (on_gpu < size_) {
         CREMA_CUDA_TRY(cudaMemcpyAsync(data() + on_gpu * sample,
@@ -467,6 +513,8 @@ class basic_nvjpeg_batcher {
   [[nodiscard]] std::size_t decoders_made(int device) const { return decoders_->made(device); }
   /// @return the images its producers decoded on the CPU while every decoder was lent
   [[nodiscard]] std::uint64_t host_decoded() const noexcept { return decoders_->host_decoded(); }
+  /// @return where its batches' finishing steps spent the host's time so far
+  [[nodiscard]] nvjpeg_feed_times times() const noexcept { return decoders_->times(); }
   /// @return the decoders its copies share (to hold one back in a test, say)
   [[nodiscard]] decoder_pool& decoders() const noexcept { return *decoders_; }
 
