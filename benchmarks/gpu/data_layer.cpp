@@ -639,5 +639,18 @@ int main(int argc, char** argv) {
             }
           }
         }
+        fmt::print("\nsamples/s on 16 threads over 4 (target 3 for the large records):\n");
+        for (const dataset* set : {&small, &large}) {
+          for (const char* feed : {"crema", "crema-bytes", "host", "host-bytes", "hand"}) {
+            const auto pass_ns = [&](long threads) {
+              return reporter.nanoseconds(
+                  fmt::format("{}/data_layer/{}/threads:{}/real_time", feed, set->name, threads));
+            };
+            const double four = pass_ns(4);
+            const double sixteen = pass_ns(16);
+            if (four <= 0 || sixteen <= 0) continue;
+            fmt::print("  {} records, {}: {:.2f}\n", set->name, feed, four / sixteen);
+          }
+        }
       });
 }
