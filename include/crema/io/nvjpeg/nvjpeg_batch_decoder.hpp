@@ -94,15 +94,15 @@ using nvjpeg_stream =
 using nvjpeg_params =
     std::unique_ptr<std::remove_pointer_t<nvjpegDecodeParams_t>, nvjpeg_params_deleter>;
 
-// Grows `streams` and `params` to `n` each, made with `handle`.
-inline void grow_nvjpeg_objects(nvjpegHandle_t handle, std::size_t n,
-                                std::vector<nvjpeg_stream>& streams,
-                                std::vector<nvjpeg_params>& params) {
+// Grows `streams` (or `params`) to `n`, made with `handle`.
+inline void grow_nvjpeg(nvjpegHandle_t handle, std::size_t n, std::vector<nvjpeg_stream>& streams) {
   while (streams.size() < n) {
     nvjpegJpegStream_t stream = nullptr;
     CREMA_NVJPEG_TRY(nvjpegJpegStreamCreate(handle, &stream));
     streams.emplace_back(stream);
   }
+}
+inline void grow_nvjpeg(nvjpegHandle_t handle, std::size_t n, std::vector<nvjpeg_params>& params) {
   while (params.size() < n) {
     nvjpegDecodeParams_t made = nullptr;
     CREMA_NVJPEG_TRY(nvjpegDecodeParamsCreate(handle, &made));
@@ -239,7 +239,8 @@ class nvjpeg_batch_plan {
   /// @throws crema::cuda_error if nvJPEG fails
   void make(std::span<const encoded_image> images) {
     const std::size_t n = images.size();
-    ::crema::detail::grow_nvjpeg_objects(library_->handle(), n, streams_, params_);
+    ::crema::detail::grow_nvjpeg(library_->handle(), n, streams_);
+    ::crema::detail::grow_nvjpeg(library_->handle(), n, params_);
     geometries_.resize(n);
     flips_.resize(n);
     places_.resize(n);
@@ -579,7 +580,7 @@ class basic_nvjpeg_batch_decoder {
       hybrid_list_.insert(hybrid_list_.begin(), engine.begin(), engine.end());
       return;
     }
-    ::crema::detail::grow_nvjpeg_objects(library_->handle(), engine.size(), streams_, params_);
+    ::crema::detail::grow_nvjpeg(library_->handle(), engine.size(), params_);
     batch_data_.clear();
     batch_lengths_.clear();
     batch_images_.resize(engine.size());
@@ -617,13 +618,14 @@ class basic_nvjpeg_batch_decoder {
     while (states_.size() < hybrid_list_.size()) add_state();
     const nvjpegHandle_t handle = library_->handle();
     const nvjpegJpegDecoder_t hybrid = library_->hybrid();
-    // Objects after the engine's images' parameters, which are left as its call was given them.
+    // Parameters after the engine's images', which are left as its call was given them.
     const std::size_t first = plan.hardware_list_.size();
-    ::crema::detail::grow_nvjpeg_objects(handle, first + hybrid_list_.size(), streams_, params_);
+    ::crema::detail::grow_nvjpeg(handle, hybrid_list_.size(), streams_);
+    ::crema::detail::grow_nvjpeg(handle, first + hybrid_list_.size(), params_);
     for (std::size_t k = 0; k < hybrid_list_.size(); ++k) {
       const std::size_t i = hybrid_list_[k];
       const hybrid_state& state = states_[k];
-      nvjpegJpegStream_t parsed = streams_[first + k].get();
+      nvjpegJpegStream_t parsed = streams_[k].get();
       nvjpegDecodeParams_t params = params_[first + k].get();
       const auto* data = reinterpret_cast<const unsigned char*>(images[i].bytes.data());
       nvjpegStatus_t host =
@@ -712,8 +714,8 @@ class basic_nvjpeg_batch_decoder {
   std::optional<nvjpeg_batch_plan> own_plan_;  // decode(images, ...)'s, made on first need
   nvjpegJpegState_t hardware_state_ = nullptr;
   std::vector<hybrid_state> states_;
-  // The engine's images' parameters, and the GPU-assisted decoder's images parsed again: the
-  // plan's are its producer's, maybe of another nvJPEG handle.
+  // The engine's and the GPU-assisted decoder's images' parameters, and the latter parsed
+  // again: the plan's are its producer's, maybe of another nvJPEG handle.
   std::vector<::crema::detail::nvjpeg_stream> streams_;
   std::vector<::crema::detail::nvjpeg_params> params_;
   cudaEvent_t done_ = nullptr;  // the last batch's work on the device
