@@ -414,10 +414,8 @@ class basic_nvjpeg_batcher {
         CREMA_CUDA_TRY(cudaMallocHost(&pinned, most_on_host_ * sample * sizeof(T)));
         staged_samples_ = std::unique_ptr<T, pinned_deleter>(static_cast<T*>(pinned));
       }
-      if (!host_transform_) {
-        image_transform_options options = decoders_->transform();
-        options.decode.dct_scaling = false;  // as the decoders' windows: at full size
-        host_transform_.emplace(std::move(options));
+      if (!host_transform_) {  // the windows at full size, as the decoders decode them
+        host_transform_.emplace(::crema::detail::at_full_size(decoders_->transform()));
       }
       (*host_transform_)(images_[i].bytes,
                          std::span<T>(staged_samples_.get() + at * sample, sample), images_[i].rng,
