@@ -21,6 +21,7 @@ behaviour settings;
 std::atomic<std::size_t> batched_images{0};
 std::atomic<std::size_t> hybrid_images{0};
 std::atomic<std::size_t> parsed_streams{0};
+std::atomic<std::size_t> initialized_states{0};
 std::atomic<std::size_t> alive{0};
 
 behaviour current() {
@@ -50,7 +51,8 @@ void set(const behaviour& how) noexcept {
 }
 
 decoded counts() noexcept {
-  return {batched_images.load(), hybrid_images.load(), parsed_streams.load()};
+  return {batched_images.load(), hybrid_images.load(), parsed_streams.load(),
+          initialized_states.load()};
 }
 
 std::size_t live_objects() noexcept { return alive.load(); }
@@ -284,6 +286,7 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle,
                                                        nvjpegOutputFormat_t) {
   if (!handle->hardware || batch_size <= 0) return NVJPEG_STATUS_INVALID_PARAMETER;
   state->batch_size = batch_size;
+  ++fake::initialized_states;
   return NVJPEG_STATUS_SUCCESS;
 }
 nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpegState_t state,
@@ -291,15 +294,20 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpeg
                                                const size_t* lengths, nvjpegImage_t* destinations,
                                                nvjpegDecodeParams_t* params, cudaStream_t) {
   if (!handle->hardware || state->batch_size <= 0) return NVJPEG_STATUS_INVALID_PARAMETER;
-  if (handle->how.batch_fails) return NVJPEG_STATUS_BAD_JPEG;
+  // A failed batch leaves the state to be set up again, as nvJPEG's header asks.
+  const auto failed = [&](nvjpegStatus_t status) {
+    state->batch_size = 0;
+    return status;
+  };
+  if (handle->how.batch_fails) return failed(NVJPEG_STATUS_BAD_JPEG);
   for (int i = 0; i < state->batch_size; ++i) {
     nvjpegJpegStream stream;
     if (parse(data[i], lengths[i], &stream) != NVJPEG_STATUS_SUCCESS) {
-      return NVJPEG_STATUS_BAD_JPEG;
+      return failed(NVJPEG_STATUS_BAD_JPEG);
     }
     const nvjpegStatus_t status =
         decode_region(stream, *params[i], destinations[i].channel[0], destinations[i].pitch[0]);
-    if (status != NVJPEG_STATUS_SUCCESS) return status;
+    if (status != NVJPEG_STATUS_SUCCESS) return failed(status);
   }
   fake::batched_images += static_cast<std::size_t>(state->batch_size);
   return NVJPEG_STATUS_SUCCESS;

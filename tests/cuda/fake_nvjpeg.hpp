@@ -22,9 +22,10 @@ void set(const behaviour& how) noexcept;
 
 /// Images decoded so far, by path, and streams parsed.
 struct decoded {
-  std::size_t batched = 0;  ///< by nvjpegDecodeBatchedEx
-  std::size_t hybrid = 0;   ///< by nvjpegDecodeJpegDevice
-  std::size_t parsed = 0;   ///< streams parsed by nvjpegJpegStreamParse
+  std::size_t batched = 0;      ///< by nvjpegDecodeBatchedEx
+  std::size_t hybrid = 0;       ///< by nvjpegDecodeJpegDevice
+  std::size_t parsed = 0;       ///< streams parsed by nvjpegJpegStreamParse
+  std::size_t initialized = 0;  ///< batched states set up by nvjpegDecodeBatchedInitialize
 };
 decoded counts() noexcept;
 

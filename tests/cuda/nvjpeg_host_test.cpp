@@ -163,6 +163,12 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(gpu.last_batch().hybrid == 0);
       CHECK(gpu.last_batch().host == 1);
       CHECK(fake::counts().batched - before.batched == 12);
+      // nvJPEG's batched state is set up once for a batch size, not for every batch.
+      CHECK(fake::counts().initialized - before.initialized == 1);
+      const batch_input fewer = photographs(2);
+      check_samples(options, fewer, decode<float>(gpu, fewer));
+      check_samples(options, in, decode<float>(gpu, in));
+      CHECK(fake::counts().initialized - before.initialized == 3);
     }
   }
 
@@ -186,8 +192,13 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const auto options = every_kind().front();
     decoder gpu(options);
     const batch_input in = photographs(2);
+    const auto before = fake::counts();
     check_samples(options, in, decode<float>(gpu, in));
     CHECK(gpu.last_batch().hybrid == 4);
+    // The failed batch's state is set up again for the next (the fake refuses it otherwise).
+    check_samples(options, in, decode<float>(gpu, in));
+    CHECK(gpu.last_batch().hybrid == 4);
+    CHECK(fake::counts().initialized - before.initialized == 2);
     fake::set({});
   }
 

@@ -594,9 +594,15 @@ class basic_nvjpeg_batch_decoder {
                                          plan.geometries_[i].window);
       batch_params_.push_back(params_[k].get());
     }
+    // nvJPEG's batched state is set up once for a batch size (and again after a failed batch),
+    // not before every batch: in a shared decoder's turn, each call costs the producers waiting.
     const int count = static_cast<int>(engine.size());
-    CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(library_->handle(), hardware_state_, count, 1,
-                                                   output_format_));
+    if (count != initialized_for_) {
+      initialized_for_ = 0;
+      CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(library_->handle(), hardware_state_, count, 1,
+                                                     output_format_));
+      initialized_for_ = count;
+    }
     const nvjpegStatus_t status = nvjpegDecodeBatchedEx(
         library_->handle(), hardware_state_, batch_data_.data(), batch_lengths_.data(),
         batch_images_.data(), batch_params_.data(), stream);
@@ -604,6 +610,7 @@ class basic_nvjpeg_batch_decoder {
       on_engine_ = engine.size();
       return;
     }
+    initialized_for_ = 0;  // a failed batch leaves the state to be set up again
     if (!::crema::detail::nvjpeg_blames_image(status)) {
       ::crema::detail::nvjpeg_check(status, "nvjpegDecodeBatchedEx");
     }
@@ -713,6 +720,7 @@ class basic_nvjpeg_batch_decoder {
   resample_output format_;
   std::optional<nvjpeg_batch_plan> own_plan_;  // decode(images, ...)'s, made on first need
   nvjpegJpegState_t hardware_state_ = nullptr;
+  int initialized_for_ = 0;  // the batch size hardware_state_ is set up for; 0: none
   std::vector<hybrid_state> states_;
   // The engine's and the GPU-assisted decoder's images' parameters, and the latter parsed
   // again: the plan's are its producer's, maybe of another nvJPEG handle.
