@@ -330,6 +330,33 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(std::memcmp(first.data(), out.data(), first.size() * sizeof(float)) == 0);
       CHECK(gpu.last_batch().hardware == 2);
     }
+    SUBCASE("what nvJPEG does not take decoded with the plan, uploaded as it is in the turn") {
+      REQUIRE(plan.on_host().size() == 1);
+      CHECK(plan.on_host()[0] == 4);  // coffee.png
+      std::vector<float> png(sample);
+      plan.decode_on_host(images_span(in.images), std::span(png));
+      CHECK(std::memcmp(png.data(), out.data() + 4 * sample, sample * sizeof(float)) == 0);
+      // The decoder reads the PNG no more: bytes that are no image would fail it there.
+      batch_input without = in;
+      without.files[4] = std::vector<std::byte>(100, std::byte{7});
+      without.rebuild(11);
+      std::vector<float> again(out.size());
+      gpu.decode(plan, images_span(without.images), again.data(), nullptr);
+      CHECK(again == out);
+      CHECK(gpu.last_batch().host == 1);
+      // The samples are of the batch's type, and there is room for each.
+      CHECK_THROWS_WITH_AS(
+          gpu.decode(plan, images_span(in.images), std::vector<std::uint8_t>(out.size()).data(),
+                     nullptr),
+          doctest::Contains("CPU-path samples of"), crema::config_error);
+      std::vector<float> none;
+      CHECK_THROWS_WITH_AS(plan.decode_on_host(images_span(in.images), std::span(none)),
+                           doctest::Contains("of which 1 on the host"), crema::config_error);
+      // A plan made again decodes its CPU-path images in the turn unless told otherwise.
+      plan.make(in.images);
+      gpu.decode(plan, images_span(in.images), again.data(), nullptr);
+      CHECK(again == out);
+    }
     SUBCASE("planned where the engine started, decoded where it did not: GPU-assisted") {
       fake::set({.hardware_engine = false});
       decoder no_engine(options);
@@ -449,7 +476,9 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       crema::cuda_stream compute;
       const batches got = epoch(scratch.path(), batcher, 2, read_device_batch(compute));
       CHECK(got == expected);
-      CHECK(batcher.host_decoded() == 16);
+      // The folder's PNG decoded with the plan, the rest by the share.
+      CHECK(batcher.refused() == 1);
+      CHECK(batcher.host_decoded() == 15);
       CHECK(batcher.decoders_made(0) == 1);  // the test's: no producer got one
     }
     SUBCASE("at most its share, then the producer waits for the decoder given back") {
@@ -479,6 +508,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       give_back.join();
       CHECK(got == expected);
       CHECK(batcher.host_decoded() == 0);
+      CHECK(batcher.refused() == 1);
     }
   }
 
@@ -516,6 +546,42 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(times.planning.count() > 0);
     CHECK(times.borrowing.count() > 0);
     CHECK(times.queueing.count() > 0);
+  }
+
+  TEST_CASE("a producer decodes what nvJPEG does not take before it borrows a decoder") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    crema::test::scratch_directory scratch("nvjpeg-refused-first");
+    make_folder(scratch.path());
+    // Every image of two classes a PNG: the first batch holds some whatever the order.
+    const std::vector<std::byte> png = crema::test::coffee_png();
+    for (const char* name : {"class0/0.jpg", "class0/2.jpg", "class0/4.jpg", "class1/1.jpg",
+                             "class1/3.jpg", "class2/0.jpg", "class2/2.jpg", "class2/4.jpg"}) {
+      std::ofstream(scratch.path() / name, std::ios::binary)
+          .write(reinterpret_cast<const char*>(png.data()),
+                 static_cast<std::streamsize>(png.size()));
+    }
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
+    const batcher_type batcher(options, {.decoders = 1});
+    std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
+    std::atomic<bool> decoded_while_held{false};
+    std::thread give_back([&] {
+      // While the test holds the only decoder, the first batch's producer decodes its PNGs.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (batcher.refused() == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      decoded_while_held = batcher.refused() > 0;
+      held.reset();
+    });
+    crema::cuda_stream compute;
+    const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+    give_back.join();
+    CHECK(decoded_while_held.load());
+    CHECK(got == expected);
+    CHECK(batcher.refused() == 9);  // the eight written and the folder's own
+    CHECK(batcher.host_decoded() == 0);
   }
 
   TEST_CASE("a producer refilling a slot waits for its last decoding asleep, not spinning") {

@@ -245,6 +245,7 @@ class nvjpeg_batch_plan {
     flips_.resize(n);
     places_.resize(n);
     size_ = 0;  // a plan that failed halfway plans nothing
+    host_samples_ = nullptr;
     for (std::size_t i = 0; i < n; ++i) {
       const encoded_image& image = images[i];
       const image_info info = header_.info(image.bytes, image.key);
@@ -259,6 +260,36 @@ class nvjpeg_batch_plan {
   /// @brief Keeps the first `n` images of the plan (those after are decoded elsewhere).
   void keep_first(std::size_t n) {
     if (n < size_) lay_out(n);
+  }
+
+  /// @return the images of the plan nvJPEG does not take (not JPEGs, CMYK, streams cut short,
+  /// what it refuses), in order: the CPU path decodes them
+  [[nodiscard]] std::span<const std::size_t> on_host() const noexcept { return host_list_; }
+
+  /// @brief Decodes the images nvJPEG does not take (`on_host()`) now, on this thread, with the
+  /// CPU path: image `on_host()[k]` into the k-th sample of `to`. The decoder then uploads them
+  /// from `to` instead of decoding them in its turn, which a pipeline's producers share: `to`
+  /// must hold them until the work `decode` queues is done (pinned, for the copy to be
+  /// asynchronous). `keep_first` keeps those of the images it keeps.
+  /// @throws crema::config_error if `to` holds fewer samples than `on_host()` names
+  /// @throws crema::format_error naming an image the CPU path cannot decode
+  template <class T>
+  void decode_on_host(std::span<const encoded_image> images, std::span<T> to) {
+    const std::size_t sample = shape().elements();
+    if (images.size() < size_ || to.size() < host_list_.size() * sample) {
+      ::crema::detail::fail<config_error>(
+          "nvjpeg_batch_plan: {} images of which {} on the host, for a plan of {} images and room "
+          "for {} samples",
+          images.size(), host_list_.size(), size_, to.size() / sample);
+    }
+    host_samples_ = nullptr;  // until every one is decoded
+    for (std::size_t k = 0; k < host_list_.size(); ++k) {
+      const std::size_t i = host_list_[k];
+      transform_.apply(images[i].bytes, geometries_[i], flips_[i] != 0,
+                       to.subspan(k * sample, sample), images[i].key);
+    }
+    host_samples_ = reinterpret_cast<const std::byte*>(to.data());
+    host_sample_bytes_ = sample * sizeof(T);
   }
 
   /// @return the images planned
@@ -350,6 +381,8 @@ class nvjpeg_batch_plan {
   resample_jobs jobs_;
   std::size_t decoded_bytes_ = 0;
   std::size_t size_ = 0;
+  const std::byte* host_samples_ = nullptr;  // on_host()'s samples, if decode_on_host made them
+  std::size_t host_sample_bytes_ = 0;
 };
 
 /// @brief Decodes batches of encoded images into device memory as an `image_transform` with
@@ -444,9 +477,11 @@ class basic_nvjpeg_batch_decoder {
   /// @brief Queues the decoding of `images` as `plan` (made for them, with this decoder's
   /// transform and any nvJPEG library of its device) says, sample i into `out + i *
   /// shape().elements()`, on `stream`. Waits first for the previous batch's work on the device
-  /// to be done with this decoder's buffers. The images' bytes are read until the work queued is
-  /// done; the plan, only until this returns.
-  /// @throws crema::config_error for a plan of another size or shape
+  /// to be done with this decoder's buffers. The images' bytes (and the samples of
+  /// `nvjpeg_batch_plan::decode_on_host`) are read until the work queued is done; the plan, only
+  /// until this returns.
+  /// @throws crema::config_error for a plan of another size or shape, or whose CPU-path samples
+  ///         are of another type
   /// @throws crema::format_error naming the image's key for an image that does not decode
   /// @throws crema::cuda_error if nvJPEG or the CUDA runtime fails
   template <class T>
@@ -455,15 +490,22 @@ class basic_nvjpeg_batch_decoder {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::uint8_t>,
                   "crema: an nvjpeg_batch_decoder writes float or std::uint8_t samples");
     check_plan(plan, images.size(), shape());
+    const std::size_t sample = shape().elements();
+    if (plan.host_samples_ != nullptr && plan.host_sample_bytes_ != sample * sizeof(T)) {
+      ::crema::detail::fail<config_error>(
+          "nvjpeg_batch_decoder: a plan's CPU-path samples of {} bytes for samples of {}",
+          plan.host_sample_bytes_, sample * sizeof(T));
+    }
     const auto start = std::chrono::steady_clock::now();
     wait_idle();
     const auto waited = std::chrono::steady_clock::now();
-    const std::size_t sample = shape().elements();
     reserve(decoded_, plan.decoded_bytes_);
     reserve(kept_, plan.jobs_.kept_bytes());
     reserve(block_, plan.jobs_.block_bytes());
     reserve(staged_block_, plan.jobs_.block_bytes());
-    reserve(staged_samples_, plan.host_list_.size() * sample * sizeof(T));
+    if (plan.host_samples_ == nullptr) {
+      reserve(staged_samples_, plan.host_list_.size() * sample * sizeof(T));
+    }
 
     plan.jobs_.write_block(static_cast<std::byte*>(staged_block_.data));
     pending_ = true;  // from the first queued work on, the next call and the destructor wait
@@ -543,13 +585,21 @@ class basic_nvjpeg_batch_decoder {
                            static_cast<const std::uint8_t*>(decoded_.data),
                            static_cast<std::uint8_t*>(kept_.data), out},
         stream);
+    // The CPU path's images: decoded by the plan's maker on its own thread, or here.
+    const T* by_plan = reinterpret_cast<const T*>(plan.host_samples_);
     T* staged = static_cast<T*>(staged_samples_.data);
     for (std::size_t k = 0; k < plan.host_list_.size(); ++k) {
       const std::size_t i = plan.host_list_[k];
-      const std::span<T> to(staged + k * sample, sample);
-      transform_.apply(images[i].bytes, plan.geometries_[i], plan.flips_[i] != 0, to,
-                       images[i].key);
-      CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, to.data(), sample * sizeof(T),
+      const T* from = nullptr;
+      if (by_plan != nullptr) {
+        from = by_plan + k * sample;
+      } else {
+        const std::span<T> to(staged + k * sample, sample);
+        transform_.apply(images[i].bytes, plan.geometries_[i], plan.flips_[i] != 0, to,
+                         images[i].key);
+        from = to.data();
+      }
+      CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, from, sample * sizeof(T),
                                      cudaMemcpyHostToDevice, stream));
     }
   }

@@ -38,15 +38,15 @@
 /// @file
 /// The pipeline's batch transform for JPEGs decoded on the GPU: each producer reads the files (or
 /// takes the encoded Datums) of its batch into the batch's own buffer on its thread, then, as the
-/// batch's finishing step, plans their decoding (headers, windows, nvJPEG's parsing) on its thread
-/// too, and has them decoded by nvJPEG and resampled on the GPU straight into the batch's device
-/// memory, on the batch's own stream, and uploads the labels. The consumer's stream waits for one
-/// event a batch. The producers share a few decoders on each device, lent for one batch's
-/// decoding at a time: the GPU's JPEG engine is one, and more decoders feeding it deliver less.
-/// A producer that finds every decoder lent may decode the last images of its batch itself, on
-/// the CPU path, until one comes back (`max_host_share`): the host's idle cores join the engine
-/// where it is the bound. Component `crema::nvjpeg`; `nvjpeg_batcher<T>` with the kernels is in
-/// nvjpeg_batcher.cuh.
+/// batch's finishing step, plans their decoding (headers, windows, nvJPEG's parsing, the CPU path
+/// for the images nvJPEG does not take) on its thread too, and has the rest decoded by nvJPEG and
+/// resampled on the GPU straight into the batch's device memory, on the batch's own stream, and
+/// uploads the labels. The consumer's stream waits for one event a batch. The producers share a few
+/// decoders on each device, lent for one batch's decoding at a time: the GPU's JPEG engine is one,
+/// and more decoders feeding it deliver less. A producer that finds every decoder lent may decode
+/// the last images of its batch itself, on the CPU path, until one comes back (`max_host_share`):
+/// the host's idle cores join the engine where it is the bound. Component `crema::nvjpeg`;
+/// `nvjpeg_batcher<T>` with the kernels is in nvjpeg_batcher.cuh.
 
 namespace crema::cuda {
 
@@ -173,6 +173,10 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] std::uint64_t host_decoded() const noexcept {
       return host_decoded_.load(std::memory_order_relaxed);
     }
+    /// @return the images nvJPEG does not take, which producers decoded on the CPU path
+    [[nodiscard]] std::uint64_t refused() const noexcept {
+      return refused_.load(std::memory_order_relaxed);
+    }
     /// @return where the batches' finishing steps spent the host's time so far
     [[nodiscard]] nvjpeg_feed_times times() const noexcept {
       const auto read = [](const std::atomic<std::int64_t>& ns) {
@@ -254,6 +258,7 @@ class basic_nvjpeg_batcher {
     std::condition_variable returned_;
     std::deque<shelf> shelves_;  // a deque: the references borrow holds stay valid
     std::atomic<std::uint64_t> host_decoded_{0};
+    std::atomic<std::uint64_t> refused_{0};
     std::atomic<std::uint64_t> batches_{0};
     std::atomic<std::int64_t> planning_ns_{0};
     std::atomic<std::int64_t> borrowing_ns_{0};
@@ -314,7 +319,9 @@ class basic_nvjpeg_batcher {
     }
 
     /// @brief The finishing step (the producer's): plans the decoding of the batch's
-    /// `info.size` images, then decodes them on the batch's stream into its device memory with
+    /// `info.size` images and decodes those nvJPEG does not take on the CPU path (both on this
+    /// thread, before a decoder is needed), then decodes the rest on the batch's stream into its
+    /// device memory with
     /// a decoder of the batcher's for that device (the device made current meanwhile). While
     /// every one is lent, decodes its last images on the CPU path itself, up to the batcher's
     /// `max_host_share`, then waits for one; uploads those samples and the labels, records one
@@ -339,6 +346,14 @@ class basic_nvjpeg_batcher {
       const std::span<const encoded_image> images =
           std::span<const encoded_image>(images_).first(size_);
       plan_->make(images);
+      // What nvJPEG does not take, decoded here too, not in the turn of a decoder other
+      // producers wait for.
+      const std::span<const std::size_t> refused = plan_->on_host();
+      if (!refused.empty()) {
+        plan_->decode_on_host(
+            images, refused_samples_.reserve(refused.size(), shape_.elements(), capacity_));
+        decoders_->refused_.fetch_add(refused.size(), std::memory_order_relaxed);
+      }
       const clock::time_point planned = clock::now();
       // Images [on_gpu, size_) are decoded here; sample i is staged at i - first_staged.
       const std::size_t most = std::min(most_on_host_, size_);
@@ -347,7 +362,7 @@ class basic_nvjpeg_batcher {
       std::optional<typename decoder_pool::loan> decoder = decoders_->try_borrow(device_id_);
       while (!decoder && on_gpu > first_staged) {
         --on_gpu;
-        decode_on_host(on_gpu, on_gpu - first_staged);
+        decode_on_host(on_gpu, on_gpu - first_staged, refused);
         if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
       }
       nvjpeg_batch_counts turn;
@@ -363,10 +378,10 @@ class basic_nvjpeg_batcher {
       decoders_->add_times(planned - start, lent - planned, turn.waited, turn.queued);
       const std::size_t sample = shape_.elements();
       if (on_gpu < size_) {
-        CREMA_CUDA_TRY(cudaMemcpyAsync(data() + on_gpu * sample,
-                                       staged_samples_.get() + (on_gpu - first_staged) * sample,
-                                       (size_ - on_gpu) * sample * sizeof(T),
-                                       cudaMemcpyHostToDevice, stream_->native_handle()));
+        CREMA_CUDA_TRY(cudaMemcpyAsync(
+            data() + on_gpu * sample, staged_samples_.data.get() + (on_gpu - first_staged) * sample,
+            (size_ - on_gpu) * sample * sizeof(T), cudaMemcpyHostToDevice,
+            stream_->native_handle()));
       }
       CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(label_type),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
@@ -405,21 +420,22 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] T* data() const noexcept {
       return static_cast<T*>(device_.get()) + labels_stride_;
     }
-    // Image i through the CPU path into staged sample `at` (pinned, grown to `most_on_host_`
-    // samples on first need). The last upload from it is done: stage(0) waited for it.
-    void decode_on_host(std::size_t i, std::size_t at) {
+    // Image i through the CPU path into staged sample `at` of the share, or copied there if the
+    // plan decoded it already (one of `refused`, the plan's images on the host).
+    void decode_on_host(std::size_t i, std::size_t at, std::span<const std::size_t> refused) {
       const std::size_t sample = shape_.elements();
-      if (!staged_samples_) {
-        void* pinned = nullptr;
-        CREMA_CUDA_TRY(cudaMallocHost(&pinned, most_on_host_ * sample * sizeof(T)));
-        staged_samples_ = std::unique_ptr<T, pinned_deleter>(static_cast<T*>(pinned));
+      const std::span<T> to = staged_samples_.reserve(most_on_host_, sample, most_on_host_)
+                                  .subspan(at * sample, sample);
+      const auto found = std::lower_bound(refused.begin(), refused.end(), i);
+      if (found != refused.end() && *found == i) {
+        const T* decoded = refused_samples_.data.get() + (found - refused.begin()) * sample;
+        std::copy_n(decoded, sample, to.data());
+        return;
       }
       if (!host_transform_) {  // the windows at full size, as the decoders decode them
         host_transform_.emplace(::crema::detail::at_full_size(decoders_->transform()));
       }
-      (*host_transform_)(images_[i].bytes,
-                         std::span<T>(staged_samples_.get() + at * sample, sample), images_[i].rng,
-                         images_[i].key);
+      (*host_transform_)(images_[i].bytes, to, images_[i].rng, images_[i].key);
       decoders_->host_decoded_.fetch_add(1, std::memory_order_relaxed);
     }
     [[nodiscard]] view_type view() const {
@@ -441,6 +457,26 @@ class basic_nvjpeg_batcher {
     struct pinned_deleter {
       void operator()(T* pointer) const noexcept { (void)cudaFreeHost(pointer); }
     };
+    // Samples in pinned memory, grown on need; only while no upload from them is queued (a
+    // batch's are done once stage(0) has waited for its last decoding).
+    struct pinned_samples {
+      std::unique_ptr<T, pinned_deleter> data;
+      std::size_t capacity = 0;  // samples
+
+      // Room for `samples` samples of `sample` values: grown to twice as many, at most `most`.
+      std::span<T> reserve(std::size_t samples, std::size_t sample, std::size_t most) {
+        if (samples > capacity) {
+          const std::size_t grown = std::max(samples, std::min(2 * capacity, most));
+          data.reset();
+          capacity = 0;
+          void* pinned = nullptr;
+          CREMA_CUDA_TRY(cudaMallocHost(&pinned, grown * sample * sizeof(T)));
+          data.reset(static_cast<T*>(pinned));
+          capacity = grown;
+        }
+        return {data.get(), samples * sample};
+      }
+    };
 
     record_shape shape_;
     std::size_t capacity_;
@@ -457,9 +493,10 @@ class basic_nvjpeg_batcher {
     std::vector<std::size_t> offsets_;  // record i's bytes: [offsets_[i], offsets_[i + 1])
     std::vector<std::string> keys_;
     std::size_t size_ = 0;
-    std::optional<image_transform> host_transform_;      // made on first need
-    std::unique_ptr<T, pinned_deleter> staged_samples_;  // the host-decoded samples
-    cuda_event ready_{};                                 // the last decoding and uploads
+    std::optional<image_transform> host_transform_;  // made on first need
+    pinned_samples staged_samples_;                  // the share decoded while decoders are lent
+    pinned_samples refused_samples_;                 // the images nvJPEG does not take
+    cuda_event ready_{};                             // the last decoding and uploads
     cuda_event retired_{};
     bool retired_pending_ = false;
   };
@@ -511,6 +548,9 @@ class basic_nvjpeg_batcher {
   [[nodiscard]] std::size_t decoders_made(int device) const { return decoders_->made(device); }
   /// @return the images its producers decoded on the CPU while every decoder was lent
   [[nodiscard]] std::uint64_t host_decoded() const noexcept { return decoders_->host_decoded(); }
+  /// @return the images nvJPEG does not take (not JPEGs, CMYK, streams cut short), which its
+  /// producers decoded on the CPU path before borrowing a decoder
+  [[nodiscard]] std::uint64_t refused() const noexcept { return decoders_->refused(); }
   /// @return where its batches' finishing steps spent the host's time so far
   [[nodiscard]] nvjpeg_feed_times times() const noexcept { return decoders_->times(); }
   /// @return the decoders its copies share (to hold one back in a test, say)
