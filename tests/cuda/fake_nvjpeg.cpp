@@ -71,6 +71,7 @@ struct nvjpegJpegStream {
   int width = 0;
   int height = 0;
   int components = 0;
+  bool progressive = false;
 };
 struct nvjpegDecodeParams {
   nvjpegOutputFormat_t format = NVJPEG_OUTPUT_UNCHANGED;
@@ -217,6 +218,18 @@ nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamDestroy(nvjpegJpegStream_t stream) {
 namespace {
 
 // What nvjpegJpegStreamParse does, uncounted (the batched decoder's own parse of each image).
+// Whether the frame header before the first scan is a progressive one (SOF2, SOF6, SOF10, SOF14).
+bool is_progressive(const unsigned char* data, std::size_t length) {
+  std::size_t i = 2;
+  while (i + 4 <= length && data[i] == 0xFF) {
+    const unsigned marker = data[i + 1];
+    if (marker == 0xDA) return false;
+    if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) return true;
+    i += 2 + (std::size_t{data[i + 2]} << 8 | data[i + 3]);
+  }
+  return false;
+}
+
 nvjpegStatus_t parse(const unsigned char* data, std::size_t length, nvjpegJpegStream_t stream) {
   tjhandle handle = tjInitDecompress();
   int width = 0;
@@ -234,6 +247,7 @@ nvjpegStatus_t parse(const unsigned char* data, std::size_t length, nvjpegJpegSt
   stream->components = colorspace == TJCS_GRAY                                ? 1
                        : (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) ? 4
                                                                               : 3;
+  stream->progressive = is_progressive(data, length);
   return NVJPEG_STATUS_SUCCESS;
 }
 
@@ -270,9 +284,11 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeParamsSetROI(nvjpegDecodeParams_t params, i
   return NVJPEG_STATUS_SUCCESS;
 }
 
-nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedSupportedEx(nvjpegHandle_t handle, nvjpegJpegStream_t,
+// The engine takes baseline JPEGs only, as an H100's does.
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedSupportedEx(nvjpegHandle_t handle,
+                                                        nvjpegJpegStream_t stream,
                                                         nvjpegDecodeParams_t, int* supported) {
-  *supported = handle->hardware && handle->how.engine_takes_images ? 0 : 1;
+  *supported = handle->hardware && handle->how.engine_takes_images && !stream->progressive ? 0 : 1;
   return NVJPEG_STATUS_SUCCESS;
 }
 nvjpegStatus_t NVJPEGAPI nvjpegDecoderJpegSupported(nvjpegJpegDecoder_t, nvjpegJpegStream_t stream,

@@ -10,10 +10,11 @@
 
 namespace crema::test::fake_nvjpeg {
 
-/// What the fake GPU does; the defaults: a hardware engine that takes every baseline image.
+/// What the fake GPU does; the defaults: a hardware engine that takes every baseline JPEG (and, as
+/// nvjpeg.h says of the hardware backend, no progressive one).
 struct behaviour {
   bool hardware_engine = true;      ///< nvjpegCreateEx with the hardware backend succeeds
-  bool engine_takes_images = true;  ///< nvjpegDecodeBatchedSupportedEx says "supported"
+  bool engine_takes_images = true;  ///< nvjpegDecodeBatchedSupportedEx takes baseline JPEGs
   bool batch_fails = false;         ///< nvjpegDecodeBatchedEx answers NVJPEG_STATUS_BAD_JPEG
 };
 

@@ -345,10 +345,9 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(again == out);
       CHECK(gpu.last_batch().host == 1);
       // The samples are of the batch's type, and there is room for each.
-      CHECK_THROWS_WITH_AS(
-          gpu.decode(plan, images_span(in.images), std::vector<std::uint8_t>(out.size()).data(),
-                     nullptr),
-          doctest::Contains("CPU-path samples of"), crema::config_error);
+      CHECK_THROWS_WITH_AS(gpu.decode(plan, images_span(in.images),
+                                      std::vector<std::uint8_t>(out.size()).data(), nullptr),
+                           doctest::Contains("CPU-path samples of"), crema::config_error);
       std::vector<float> none;
       CHECK_THROWS_WITH_AS(plan.decode_on_host(images_span(in.images), std::span(none)),
                            doctest::Contains("of which 1 on the host"), crema::config_error);
@@ -356,6 +355,33 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       plan.make(in.images);
       gpu.decode(plan, images_span(in.images), again.data(), nullptr);
       CHECK(again == out);
+    }
+    SUBCASE("the JPEGs the engine refuses sent to the CPU path, where the engine is in use") {
+      batch_input mixed = in;
+      mixed.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 11);
+      std::vector<float> by_decoder(mixed.images.size() * sample);
+      gpu.decode(images_span(mixed.images), by_decoder.data(), nullptr);
+      CHECK(gpu.last_batch().hybrid == 1);  // the decoder's own plan: GPU-assisted
+      check_samples(options, mixed, by_decoder);
+      plan.make(mixed.images);
+      plan.send_engine_refusals_to_host();
+      CHECK(std::vector(plan.on_host().begin(), plan.on_host().end()) ==
+            std::vector<std::size_t>{4, 5});
+      std::vector<float> staged(2 * sample);
+      plan.decode_on_host(images_span(mixed.images), std::span(staged));
+      std::vector<float> by_plan(by_decoder.size());
+      gpu.decode(plan, images_span(mixed.images), by_plan.data(), nullptr);
+      CHECK(gpu.last_batch().hybrid == 0);
+      CHECK(gpu.last_batch().host == 2);
+      CHECK(by_plan == by_decoder);
+      // Without the engine, the GPU-assisted decoder is nvJPEG's only one: kept.
+      fake::set({.hardware_engine = false});
+      crema::cuda::nvjpeg_batch_plan no_engine(
+          std::make_shared<const crema::cuda::nvjpeg_library>(), options);
+      fake::set({});
+      no_engine.make(mixed.images);
+      no_engine.send_engine_refusals_to_host();
+      CHECK(no_engine.on_host().size() == 1);
     }
     SUBCASE("planned where the engine started, decoded where it did not: GPU-assisted") {
       fake::set({.hardware_engine = false});
@@ -582,6 +608,33 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(got == expected);
     CHECK(batcher.refused() == 9);  // the eight written and the folder's own
     CHECK(batcher.host_decoded() == 0);
+  }
+
+  TEST_CASE("an nvjpeg_batcher's producers decode the JPEGs the engine refuses themselves") {
+    crema::test::scratch_directory scratch("nvjpeg-progressive");
+    make_folder(scratch.path());
+    const std::vector<std::byte> progressive = crema::test::progressive_coffee();
+    for (const char* name : {"class0/1.jpg", "class1/2.jpg", "class2/3.jpg", "class2/4.jpg"}) {
+      std::ofstream(scratch.path() / name, std::ios::binary)
+          .write(reinterpret_cast<const char*>(progressive.data()),
+                 static_cast<std::streamsize>(progressive.size()));
+    }
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);
+    for (const bool engine : {true, false}) {
+      CAPTURE(engine);
+      fake::set({.hardware_engine = engine});
+      const auto hybrid_before = fake::counts().hybrid;
+      const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options);
+      crema::cuda_stream compute;
+      const batches got = epoch(scratch.path(), batcher, 2, read_device_batch(compute));
+      CHECK(got == expected);
+      // With the engine: the four progressive ones and the PNG on the producers. Without: the
+      // PNG, the rest on the GPU-assisted decoder.
+      CHECK(batcher.refused() == (engine ? 5 : 1));
+      CHECK(fake::counts().hybrid - hybrid_before == (engine ? 0 : 15));
+    }
+    fake::set({});
   }
 
   TEST_CASE("a producer refilling a slot waits for its last decoding asleep, not spinning") {

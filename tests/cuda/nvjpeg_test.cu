@@ -3,7 +3,8 @@
 // path's samples from the same generators (decoded at full size), within the bound
 // docs/datasets.md states for nvJPEG's IDCT and upsampling; the PNG goes through the CPU path and
 // must match exactly; plans made on other threads decode as the decoder's own; a JPEG cut short
-// is an error naming it; a folder pipeline of nvjpeg_batcher batches against the CPU pipeline.
+// is an error naming it; a progressive JPEG (which the engine does not take) within the bound; a
+// folder pipeline of nvjpeg_batcher batches against the CPU pipeline.
 // nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in every CI run. Without a GPU:
 // skipped.
 
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <span>
 #include <string>
@@ -249,6 +251,47 @@ TEST_CASE(
   const crema::test::batches got = crema::test::epoch(
       scratch.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, read_back(compute));
   check_within_bound(got, expected);
+}
+
+TEST_CASE("a progressive JPEG, which the engine does not take, decodes within the bound") {
+  if (crema::test::skip_without_cuda_device()) return;
+  crema::image_transform_options options = folder_options();
+  batch_input in = photographs(1, 7);
+  in.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 7);
+  crema::cuda::nvjpeg_batch_decoder decoder(options);
+  const std::vector<float> got = decode_on_gpu<float>(decoder, in);
+  const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
+  MESSAGE(fmt::format("engine {}: hardware {}, GPU-assisted {}, CPU path {}", decoder.hardware(),
+                      counts.hardware, counts.hybrid, counts.host));
+  // nvjpeg.h says the engine takes baseline JPEGs only; whether it took this one decides where
+  // the batcher decodes it.
+  const bool engine_refused = decoder.hardware() && counts.hardware == 2;
+  crema::image_transform transform(options);
+  const std::size_t sample = transform.shape().elements();
+  std::vector<float> cpu(sample);
+  for (std::size_t i = 0; i < in.images.size(); ++i) {
+    CAPTURE(in.keys[i]);
+    transform(in.files[i], std::span(cpu), in.images[i].rng, in.keys[i]);
+    const difference d = compare(cpu.data(), got.data() + i * sample, sample, 255.0);
+    CHECK(d.mean <= bound_mean);
+    CHECK(d.largest <= bound_largest);
+  }
+  // Through a batcher: what the engine refuses decoded on the producers, by the CPU path.
+  crema::test::scratch_directory scratch("nvjpeg-gpu-progressive");
+  crema::test::make_folder(scratch.path());
+  const std::vector<std::byte> progressive = crema::test::progressive_coffee();
+  for (const char* name : {"class0/1.jpg", "class2/3.jpg"}) {
+    std::ofstream(scratch.path() / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(progressive.data()),
+               static_cast<std::streamsize>(progressive.size()));
+  }
+  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
+  crema::cuda_stream compute;
+  const crema::cuda::nvjpeg_batcher<float> batcher(options);
+  const crema::test::batches batches =
+      crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
+  check_within_bound(batches, expected);
+  CHECK(batcher.refused() == (engine_refused ? 3 : 1));  // the folder's PNG too
 }
 
 TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {

@@ -13,10 +13,13 @@
 
 #include <fmt/format.h>
 
+#include <turbojpeg.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +33,28 @@ inline std::vector<std::byte> coffee_png() {
   crema::encode_png(decoder.decode(read_bytes(test_data("coffee.jpg")), "coffee.jpg"), png,
                     crema::channel_order::rgb);
   return png;
+}
+
+// The coffee photograph as a progressive JPEG (the same coefficients, rewritten losslessly):
+// nvJPEG's hardware engine takes baseline JPEGs only.
+inline std::vector<std::byte> progressive_coffee() {
+  const std::vector<std::byte> baseline = read_bytes(test_data("coffee.jpg"));
+  const crema::detail::tj_handle handle(tjInitTransform());
+  tjtransform how{};
+  how.op = TJXOP_NONE;
+  how.options = TJXOPT_PROGRESSIVE;
+  unsigned char* made = nullptr;
+  unsigned long size = 0;
+  if (!handle ||
+      tjTransform(handle.get(), reinterpret_cast<const unsigned char*>(baseline.data()),
+                  static_cast<unsigned long>(baseline.size()), 1, &made, &size, &how, 0) != 0) {
+    tjFree(made);
+    throw std::runtime_error("progressive_coffee: TurboJPEG cannot rewrite coffee.jpg");
+  }
+  const auto* first = reinterpret_cast<const std::byte*>(made);
+  std::vector<std::byte> progressive(first, first + size);
+  tjFree(made);
+  return progressive;
 }
 
 // A folder of three classes: the photographs, and the coffee photograph as a PNG in one.

@@ -262,6 +262,23 @@ class nvjpeg_batch_plan {
     if (n < size_) lay_out(n);
   }
 
+  /// @brief Where the hardware engine is in use, sends the JPEGs it refuses (progressive ones,
+  /// samplings it does not take), planned for the GPU-assisted decoder, to the CPU path
+  /// (`on_host()`) instead. For a plan whose maker then decodes them itself (`decode_on_host`),
+  /// as an `nvjpeg_batcher`'s producers do: the GPU-assisted decoder's host phase (Huffman
+  /// decoding) would otherwise run in the turn of a decoder the other producers wait for.
+  void send_engine_refusals_to_host() {
+    if (!library_->hardware()) return;  // the GPU-assisted decoder is nvJPEG's only one here
+    bool sent = false;
+    for (std::size_t i = 0; i < size_; ++i) {
+      if (places_[i] == place::hybrid) {
+        places_[i] = place::host;
+        sent = true;
+      }
+    }
+    if (sent) lay_out(size_);
+  }
+
   /// @return the images of the plan nvJPEG does not take (not JPEGs, CMYK, streams cut short,
   /// what it refuses), in order: the CPU path decodes them
   [[nodiscard]] std::span<const std::size_t> on_host() const noexcept { return host_list_; }

@@ -173,7 +173,8 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] std::uint64_t host_decoded() const noexcept {
       return host_decoded_.load(std::memory_order_relaxed);
     }
-    /// @return the images nvJPEG does not take, which producers decoded on the CPU path
+    /// @return the images nvJPEG or its engine does not take, which producers decoded on the CPU
+    /// path
     [[nodiscard]] std::uint64_t refused() const noexcept {
       return refused_.load(std::memory_order_relaxed);
     }
@@ -346,8 +347,9 @@ class basic_nvjpeg_batcher {
       const std::span<const encoded_image> images =
           std::span<const encoded_image>(images_).first(size_);
       plan_->make(images);
-      // What nvJPEG does not take, decoded here too, not in the turn of a decoder other
-      // producers wait for.
+      // What nvJPEG does not take, and what its engine refuses, decoded here too: not in the
+      // turn of a decoder other producers wait for.
+      plan_->send_engine_refusals_to_host();
       const std::span<const std::size_t> refused = plan_->on_host();
       if (!refused.empty()) {
         plan_->decode_on_host(
@@ -548,8 +550,9 @@ class basic_nvjpeg_batcher {
   [[nodiscard]] std::size_t decoders_made(int device) const { return decoders_->made(device); }
   /// @return the images its producers decoded on the CPU while every decoder was lent
   [[nodiscard]] std::uint64_t host_decoded() const noexcept { return decoders_->host_decoded(); }
-  /// @return the images nvJPEG does not take (not JPEGs, CMYK, streams cut short), which its
-  /// producers decoded on the CPU path before borrowing a decoder
+  /// @return the images nvJPEG does not take (not JPEGs, CMYK, streams cut short) and, where the
+  /// hardware engine is in use, those it refuses (progressive JPEGs): decoded by its producers on
+  /// the CPU path before they borrow a decoder
   [[nodiscard]] std::uint64_t refused() const noexcept { return decoders_->refused(); }
   /// @return where its batches' finishing steps spent the host's time so far
   [[nodiscard]] nvjpeg_feed_times times() const noexcept { return decoders_->times(); }
