@@ -54,7 +54,8 @@ namespace crema::cuda {
 /// summed over its producers (steady clock): what to look at when choosing its decoders.
 struct nvjpeg_feed_times {
   std::uint64_t batches = 0;  ///< the batches finished
-  /// planning them (headers, windows, nvJPEG's parse), before a decoder is needed
+  /// planning them (headers, windows, nvJPEG's parse, the CPU path's images), before a decoder
+  /// is needed
   std::chrono::nanoseconds planning{0};
   /// waiting for a decoder while every one was lent (decoding on the CPU meanwhile, if allowed)
   std::chrono::nanoseconds borrowing{0};
