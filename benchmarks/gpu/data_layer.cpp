@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -367,27 +368,39 @@ class background_copies {
   background_copies() : thread_([this] { run(); }) {}
   background_copies(const background_copies&) = delete;
   background_copies& operator=(const background_copies&) = delete;
-  ~background_copies() {
-    stop_ = true;
-    thread_.join();
+  ~background_copies() { stop(); }
+
+  // Stops the copies; throws their error, if one stopped them, on the caller's thread.
+  void finish() {
+    stop();
+    if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
   void run() {
-    constexpr std::size_t bytes = std::size_t{64} << 20;
-    gpu::pinned_memory host(bytes);
-    gpu::device_memory device(bytes);
-    crema::cuda_stream copies;
-    while (!stop_) {
-      for (int i = 0; i < 4; ++i) {
-        CREMA_CUDA_TRY(cudaMemcpyAsync(device.data, host.data, bytes, cudaMemcpyHostToDevice,
-                                       copies.native_handle()));
+    try {
+      constexpr std::size_t bytes = std::size_t{64} << 20;
+      gpu::pinned_memory host(bytes);
+      gpu::device_memory device(bytes);
+      crema::cuda_stream copies;
+      while (!stop_) {
+        for (int i = 0; i < 4; ++i) {
+          CREMA_CUDA_TRY(cudaMemcpyAsync(device.data, host.data, bytes, cudaMemcpyHostToDevice,
+                                         copies.native_handle()));
+        }
+        copies.synchronize();
       }
-      copies.synchronize();
+    } catch (...) {
+      error_ = std::current_exception();  // read once the thread is joined
     }
   }
 
   std::atomic<bool> stop_{false};
+  std::exception_ptr error_;
   std::thread thread_;
 };
 
@@ -415,6 +428,7 @@ void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = f
   };
   feed_passes(state, set, std::move(batcher), step, sizeof(typename Batch::value_type),
               [] { fill_time.reset(); });
+  if (copies) copies->finish();
   fill_time.count(state);
 }
 void profiled_data_layer(benchmark::State& state, profiled what) {
