@@ -8,8 +8,12 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 #include <new>
 #include <utility>
 
@@ -127,6 +131,27 @@ using crema::test::counting_cuda::spinning;
 using crema::test::counting_cuda::stream_call;
 using crema::test::counting_cuda::stream_object;
 
+namespace {
+
+// What was allocated where, for cudaPointerGetAttributes: start address to size and kind.
+struct allocation {
+  std::size_t bytes;
+  cudaMemoryType type;
+};
+std::mutex allocations_lock;
+std::map<std::uintptr_t, allocation> allocations;
+
+cudaError_t allocate(void** pointer, std::size_t bytes, cudaMemoryType type) {
+  count(call::allocate);
+  *pointer = std::malloc(bytes == 0 ? 1 : bytes);
+  if (*pointer == nullptr) return fail(cudaErrorMemoryAllocation);
+  const std::lock_guard lock(allocations_lock);
+  allocations[reinterpret_cast<std::uintptr_t>(*pointer)] = {bytes, type};
+  return cudaSuccess;
+}
+
+}  // namespace
+
 extern "C" {
 
 cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
@@ -149,22 +174,38 @@ const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
 const char* CUDARTAPI cudaGetErrorString(cudaError_t error) { return cudaGetErrorName(error); }
 
 cudaError_t CUDARTAPI cudaMalloc(void** pointer, size_t bytes) {
-  count(call::allocate);
-  *pointer = std::malloc(bytes == 0 ? 1 : bytes);
-  return *pointer != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  return allocate(pointer, bytes, cudaMemoryTypeDevice);
 }
 cudaError_t CUDARTAPI cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) {
-  return cudaMalloc(pointer, bytes);
+  return allocate(pointer, bytes, cudaMemoryTypeHost);
 }
 cudaError_t CUDARTAPI cudaMallocHost(void** pointer, size_t bytes) {
-  return cudaMalloc(pointer, bytes);
+  return allocate(pointer, bytes, cudaMemoryTypeHost);
 }
 cudaError_t CUDARTAPI cudaFree(void* pointer) {
   count(call::free);
+  if (pointer != nullptr) {
+    const std::lock_guard lock(allocations_lock);
+    allocations.erase(reinterpret_cast<std::uintptr_t>(pointer));
+  }
   std::free(pointer);
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaFreeHost(void* pointer) { return cudaFree(pointer); }
+// Device memory and pinned memory as they were allocated; anything else is pageable.
+cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes,
+                                               const void* pointer) {
+  *attributes = {};
+  attributes->type = cudaMemoryTypeUnregistered;
+  const auto at = reinterpret_cast<std::uintptr_t>(pointer);
+  const std::lock_guard lock(allocations_lock);
+  auto after = allocations.upper_bound(at);
+  if (after != allocations.begin()) {
+    const auto& [start, allocation] = *std::prev(after);
+    if (at < start + allocation.bytes) attributes->type = allocation.type;
+  }
+  return cudaSuccess;
+}
 
 cudaError_t CUDARTAPI cudaMemset(void* destination, int value, size_t bytes) {
   count(call::memcpy);

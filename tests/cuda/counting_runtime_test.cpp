@@ -4,12 +4,14 @@
 // event recorded per batch on the producers' side, one stream wait on the consumer's, no event,
 // stream or memory made once the slots have been through a fill, and no device switch.
 
+#include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
 #include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
 
+#include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -226,5 +228,30 @@ TEST_SUITE("cuda_stream, counted") {
     CHECK(spins(plain) == 3);
     CHECK(spins(spinning) == 3);
     CHECK(spins(sleeping) == 0);
+  }
+}
+
+TEST_SUITE("pinned_allocator, counted") {
+  TEST_CASE("a vector with pinned_allocator keeps its values pinned as it grows, and frees them") {
+    const auto pinned = [](const void* pointer) {
+      cudaPointerAttributes where{};
+      REQUIRE(cudaPointerGetAttributes(&where, pointer) == cudaSuccess);
+      return where.type == cudaMemoryTypeHost;
+    };
+    const auto before = counting::all_threads();
+    {
+      std::vector<int, crema::pinned_allocator<int>> values;
+      for (int v = 0; v < 1000; ++v) values.push_back(v);
+      CHECK(pinned(values.data()));
+      CHECK(pinned(&values.back()));
+      CHECK(values[999] == 999);
+      CHECK_FALSE(pinned(std::vector<int>(8).data()));  // pageable
+      // The standard's rebinding: another type's allocator from this one.
+      const crema::pinned_allocator<double> other(values.get_allocator());
+      CHECK(other == values.get_allocator());
+    }
+    const auto calls = counting::all_threads() - before;
+    CHECK(calls[call::allocate] > 1);  // grown
+    CHECK(calls[call::free] == calls[call::allocate]);
   }
 }

@@ -22,6 +22,7 @@ std::atomic<std::size_t> batched_images{0};
 std::atomic<std::size_t> hybrid_images{0};
 std::atomic<std::size_t> parsed_streams{0};
 std::atomic<std::size_t> initialized_states{0};
+std::atomic<std::size_t> pageable_inputs{0};
 std::atomic<std::size_t> alive{0};
 
 behaviour current() {
@@ -52,7 +53,7 @@ void set(const behaviour& how) noexcept {
 
 decoded counts() noexcept {
   return {batched_images.load(), hybrid_images.load(), parsed_streams.load(),
-          initialized_states.load()};
+          initialized_states.load(), pageable_inputs.load()};
 }
 
 std::size_t live_objects() noexcept { return alive.load(); }
@@ -317,6 +318,11 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpeg
   };
   if (handle->how.batch_fails) return failed(NVJPEG_STATUS_BAD_JPEG);
   for (int i = 0; i < state->batch_size; ++i) {
+    cudaPointerAttributes where{};
+    if (cudaPointerGetAttributes(&where, data[i]) != cudaSuccess ||
+        where.type != cudaMemoryTypeHost) {
+      ++fake::pageable_inputs;
+    }
     nvjpegJpegStream stream;
     if (parse(data[i], lengths[i], &stream) != NVJPEG_STATUS_SUCCESS) {
       return failed(NVJPEG_STATUS_BAD_JPEG);

@@ -27,6 +27,9 @@ struct decoded {
   std::size_t hybrid = 0;       ///< by nvjpegDecodeJpegDevice
   std::size_t parsed = 0;       ///< streams parsed by nvjpegJpegStreamParse
   std::size_t initialized = 0;  ///< batched states set up by nvjpegDecodeBatchedInitialize
+  /// images nvjpegDecodeBatchedEx read from pageable memory, which a GPU's engine copies through
+  /// the driver's staging (cudaPointerGetAttributes: not pinned)
+  std::size_t pageable_inputs = 0;
 };
 decoded counts() noexcept;
 

@@ -450,6 +450,17 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(got == expected);
       CHECK(consumer_waits == expected.size());
     }
+    // The engine read every image from pinned memory (the batches keep the bytes there); from
+    // a vector's, the images are pageable.
+    const auto pageable = fake::counts().pageable_inputs;
+    crema::cuda_stream compute;
+    (void)epoch(scratch.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), 2,
+                read_device_batch(compute));
+    CHECK(fake::counts().batched > 0);
+    CHECK(fake::counts().pageable_inputs == pageable);
+    decoder gpu(options);
+    (void)decode<float>(gpu, photographs(1));
+    CHECK(fake::counts().pageable_inputs - pageable == 2);
   }
 
   TEST_CASE("an nvjpeg_batcher of 8-bit samples delivers the CPU pipeline's, its labels float") {

@@ -135,7 +135,9 @@ inline void set_nvjpeg_window(nvjpegDecodeParams_t params, nvjpegOutputFormat_t 
 namespace crema::cuda {
 
 /// @brief One image of a batch: its encoded bytes (valid until the work `decode` queues is
-/// done), the sample's generator, and the key errors name.
+/// done; nvJPEG's hardware engine copies them to the device itself, by DMA from pinned memory,
+/// through the driver's staging from pageable memory: see `pinned_allocator`), the sample's
+/// generator, and the key errors name.
 struct encoded_image {
   std::span<const std::byte> bytes;
   sample_rng rng{0, 0, 0};
@@ -621,6 +623,10 @@ class basic_nvjpeg_batch_decoder {
     }
   }
 
+  // The host waits for the previous batch's work before the next is queued: its buffers are
+  // reused, and the stream's order alone would not keep them safe, as nvJPEG's engine has been
+  // reported to write its destinations before work queued ahead of it on its stream has run
+  // (pytorch/torchcodec pull request 1634, 2026).
   void wait_idle() {
     if (pending_) {
       CREMA_CUDA_TRY(cudaEventSynchronize(done_));

@@ -9,6 +9,7 @@
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/memory/device_span.hpp>
 #include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/device_batch.hpp>
@@ -353,8 +354,10 @@ class basic_nvjpeg_batcher {
       plan_->send_engine_refusals_to_host();
       const std::span<const std::size_t> refused = plan_->on_host();
       if (!refused.empty()) {
-        plan_->decode_on_host(
-            images, refused_samples_.reserve(refused.size(), shape_.elements(), capacity_));
+        if (refused_samples_.size() < refused.size() * shape_.elements()) {
+          refused_samples_.resize(refused.size() * shape_.elements());
+        }
+        plan_->decode_on_host(images, std::span<T>(refused_samples_));
         decoders_->refused_.fetch_add(refused.size(), std::memory_order_relaxed);
       }
       const clock::time_point planned = clock::now();
@@ -381,10 +384,10 @@ class basic_nvjpeg_batcher {
       decoders_->add_times(planned - start, lent - planned, turn.waited, turn.queued);
       const std::size_t sample = shape_.elements();
       if (on_gpu < size_) {
-        CREMA_CUDA_TRY(cudaMemcpyAsync(
-            data() + on_gpu * sample, staged_samples_.data.get() + (on_gpu - first_staged) * sample,
-            (size_ - on_gpu) * sample * sizeof(T), cudaMemcpyHostToDevice,
-            stream_->native_handle()));
+        CREMA_CUDA_TRY(cudaMemcpyAsync(data() + on_gpu * sample,
+                                       staged_samples_.data() + (on_gpu - first_staged) * sample,
+                                       (size_ - on_gpu) * sample * sizeof(T),
+                                       cudaMemcpyHostToDevice, stream_->native_handle()));
       }
       CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(label_type),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
@@ -427,11 +430,11 @@ class basic_nvjpeg_batcher {
     // plan decoded it already (one of `refused`, the plan's images on the host).
     void decode_on_host(std::size_t i, std::size_t at, std::span<const std::size_t> refused) {
       const std::size_t sample = shape_.elements();
-      const std::span<T> to = staged_samples_.reserve(most_on_host_, sample, most_on_host_)
-                                  .subspan(at * sample, sample);
+      staged_samples_.resize(most_on_host_ * sample);  // once
+      const std::span<T> to = std::span<T>(staged_samples_).subspan(at * sample, sample);
       const auto found = std::lower_bound(refused.begin(), refused.end(), i);
       if (found != refused.end() && *found == i) {
-        const T* decoded = refused_samples_.data.get() + (found - refused.begin()) * sample;
+        const T* decoded = refused_samples_.data() + (found - refused.begin()) * sample;
         std::copy_n(decoded, sample, to.data());
         return;
       }
@@ -457,30 +460,6 @@ class basic_nvjpeg_batcher {
       return pointer;
     }
 
-    struct pinned_deleter {
-      void operator()(T* pointer) const noexcept { (void)cudaFreeHost(pointer); }
-    };
-    // Samples in pinned memory, grown on need; only while no upload from them is queued (a
-    // batch's are done once stage(0) has waited for its last decoding).
-    struct pinned_samples {
-      std::unique_ptr<T, pinned_deleter> data;
-      std::size_t capacity = 0;  // samples
-
-      // Room for `samples` samples of `sample` values: grown to twice as many, at most `most`.
-      std::span<T> reserve(std::size_t samples, std::size_t sample, std::size_t most) {
-        if (samples > capacity) {
-          const std::size_t grown = std::max(samples, std::min(2 * capacity, most));
-          data.reset();
-          capacity = 0;
-          void* pinned = nullptr;
-          CREMA_CUDA_TRY(cudaMallocHost(&pinned, grown * sample * sizeof(T)));
-          data.reset(static_cast<T*>(pinned));
-          capacity = grown;
-        }
-        return {data.get(), samples * sample};
-      }
-    };
-
     record_shape shape_;
     std::size_t capacity_;
     std::size_t most_on_host_;   // the most images of a batch its producer decodes itself
@@ -492,14 +471,18 @@ class basic_nvjpeg_batcher {
     std::shared_ptr<void> device_;            // labels, then samples
     std::shared_ptr<void> labels_;            // pinned
     std::vector<encoded_image> images_;
-    std::vector<std::byte> bytes_;      // every record's encoded bytes, one after the other
+    // Every record's encoded bytes, one after the other, pinned: nvJPEG's engine copies its input
+    // to the device itself, from pageable memory through the driver's staging.
+    std::vector<std::byte, pinned_allocator<std::byte>> bytes_;
     std::vector<std::size_t> offsets_;  // record i's bytes: [offsets_[i], offsets_[i + 1])
     std::vector<std::string> keys_;
     std::size_t size_ = 0;
     std::optional<image_transform> host_transform_;  // made on first need
-    pinned_samples staged_samples_;                  // the share decoded while decoders are lent
-    pinned_samples refused_samples_;                 // the images nvJPEG does not take
-    cuda_event ready_{};                             // the last decoding and uploads
+    // Pinned, each grown on need: the share decoded while decoders are lent, and the images
+    // nvJPEG does not take (an upload from them is done once stage(0) has waited).
+    std::vector<T, pinned_allocator<T>> staged_samples_;
+    std::vector<T, pinned_allocator<T>> refused_samples_;
+    cuda_event ready_{};  // the last decoding and uploads
     cuda_event retired_{};
     bool retired_pending_ = false;
   };

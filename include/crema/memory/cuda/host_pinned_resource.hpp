@@ -56,4 +56,31 @@ class host_pinned_resource {
 
 static_assert(host_resource<host_pinned_resource>);
 
+/// @brief A standard allocator of page-locked host memory (`host_pinned_resource`): a
+/// `std::vector<T, pinned_allocator<T>>` is a host buffer that asynchronous copies, and libraries
+/// that copy from the host themselves (nvJPEG's hardware engine reads its input so), read with
+/// DMA instead of through the driver's pageable staging. Growing one pins new memory and
+/// `cudaFreeHost`s the old, which may wait for the device: reserve it once where it matters.
+template <class T>
+struct pinned_allocator {
+  using value_type = T;
+
+  pinned_allocator() noexcept = default;
+  // Rebinding, implicit as the standard's allocators'.
+  template <class U>
+  pinned_allocator(const pinned_allocator<U>& /*other*/) noexcept {}
+
+  /// @throws crema::allocation_error if the driver cannot pin `n` values
+  [[nodiscard]] T* allocate(std::size_t n) const {
+    return static_cast<T*>(host_pinned_resource{}.allocate(n * sizeof(T), alignof(T)));
+  }
+  void deallocate(T* pointer, std::size_t n) const noexcept {
+    host_pinned_resource{}.deallocate(pointer, n * sizeof(T), alignof(T));
+  }
+  template <class U>
+  friend bool operator==(const pinned_allocator&, const pinned_allocator<U>&) noexcept {
+    return true;
+  }
+};
+
 }  // namespace crema
