@@ -11,13 +11,14 @@
 //               in the same run (the ratio table pairs nvJPEG with it on the same threads)
 //   baseline-nvjpeg  nvJPEG alone, as its own batched API is called: each of 1 to 16 threads with
 //               a handle of its own decodes whole images (no window, no resampling, no pipeline)
-//               from memory, batch after batch, and waits for each: where crema's nvJPEG feed
-//               comes near it, nvJPEG (or its engine) is the bound, not crema. decode_as_crema:
-//               the same images through the calls crema's decoder makes (chroma interpolated,
-//               each image parsed and checked, the batched state initialised every batch,
-//               nvjpegDecodeBatchedEx), so that a gap between the two is the calls' cost
-//               (each thread makes them all in turn; crema's producers parse before they borrow
-//               one of the 4 decoders)
+//               from pinned memory, batch after batch, and waits for each: where crema's nvJPEG
+//               feed comes near it, nvJPEG (or its engine) is the bound, not crema.
+//               decode_pageable: the same from pageable memory, which the engine reads through
+//               the driver's staging (crema's batches keep their bytes pinned since 507bebd).
+//               decode_as_crema: the same images through the calls crema's decoder makes (chroma
+//               interpolated, each image parsed and checked, nvjpegDecodeBatchedEx), so that a
+//               gap between the two is the calls' cost (each thread makes them all in turn;
+//               crema's producers parse before they borrow one of the 4 decoders)
 // The folder: CREMA_BENCH_JPEG_FOLDER (benchmarks/jpeg_input/make_dataset.py makes one), else 512
 // JPEGs cut here from the test photographs (CREMA_TEST_DATA_DIR, which the bundle's run.sh sets),
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x
@@ -30,6 +31,7 @@
 #include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -252,8 +254,11 @@ void host_input(benchmark::State& state) {
 
 // The folder's JPEG files (.jpg, .jpeg, any case) in memory, sorted by path, and their sizes
 // (nvjpegGetImageInfo).
+// The folder's JPEGs in memory: each file pageable, and all of them again in one pinned block.
 struct encoded_folder {
   std::vector<std::vector<unsigned char>> files;
+  std::vector<unsigned char, crema::pinned_allocator<unsigned char>> pinned;
+  std::vector<std::size_t> pinned_at;  // file i's bytes in `pinned`
   std::vector<int> widths;
   std::vector<int> heights;
 };
@@ -288,6 +293,10 @@ const encoded_folder& encoded() {
       folder_bytes.heights.push_back(heights[0]);
     }
     (void)nvjpegDestroy(handle);
+    for (const std::vector<unsigned char>& file : folder_bytes.files) {
+      folder_bytes.pinned_at.push_back(folder_bytes.pinned.size());
+      folder_bytes.pinned.insert(folder_bytes.pinned.end(), file.begin(), file.end());
+    }
     return folder_bytes;
   }();
   return read;
@@ -295,8 +304,9 @@ const encoded_folder& encoded() {
 
 // How a baseline-nvjpeg thread calls nvJPEG.
 enum class nvjpeg_calls {
-  plain,     // nvjpegDecodeBatched, the state initialised once, no flags
-  as_crema,  // what basic_nvjpeg_batch_decoder calls, on whole images
+  plain,     // nvjpegDecodeBatched, the state initialised once, no flags, pinned input
+  pageable,  // the same, the input in pageable memory
+  as_crema,  // what basic_nvjpeg_batch_decoder calls, on whole images, pinned input
 };
 
 // One benchmark thread's nvJPEG: a handle (the hardware engine's where it starts), a batched
@@ -355,14 +365,16 @@ class nvjpeg_alone_decoder {
     std::size_t at = 0;
     for (std::size_t k = 0; k < batch_size; ++k) {
       const std::size_t i = (first + k) % folder_bytes.files.size();
-      data_.push_back(folder_bytes.files[i].data());
+      data_.push_back(calls_ == nvjpeg_calls::pageable
+                          ? folder_bytes.files[i].data()
+                          : folder_bytes.pinned.data() + folder_bytes.pinned_at[i]);
       lengths_.push_back(folder_bytes.files[i].size());
       destinations_[k] = nvjpegImage_t{};
       destinations_[k].channel[0] = static_cast<unsigned char*>(output_) + at;
       destinations_[k].pitch[0] = static_cast<std::size_t>(folder_bytes.widths[i]) * 3;
       at += image_bytes(i);
     }
-    if (calls_ == nvjpeg_calls::plain) {
+    if (calls_ != nvjpeg_calls::as_crema) {
       CREMA_NVJPEG_TRY(nvjpegDecodeBatched(handle_, state_, data_.data(), lengths_.data(),
                                            destinations_.get(), stream_.native_handle()));
     } else {
@@ -380,8 +392,6 @@ class nvjpeg_alone_decoder {
               "baseline-nvjpeg: the batched decoder refuses image {} of the folder", i);
         }
       }
-      CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size),
-                                                     1, NVJPEG_OUTPUT_RGBI));
       CREMA_NVJPEG_TRY(nvjpegDecodeBatchedEx(handle_, state_, data_.data(), lengths_.data(),
                                              destinations_.get(), params_.data(),
                                              stream_.native_handle()));
@@ -464,6 +474,11 @@ BENCHMARK_CAPTURE(nvjpeg_alone, plain, nvjpeg_calls::plain)
     ->Threads(2)
     ->Threads(4)
     ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(nvjpeg_alone, pageable, nvjpeg_calls::pageable)
+    ->Name("baseline-nvjpeg/jpeg_input/decode_pageable")
+    ->Threads(4)
     ->Threads(16)
     ->UseRealTime();
 BENCHMARK_CAPTURE(nvjpeg_alone, as_crema, nvjpeg_calls::as_crema)
@@ -558,6 +573,13 @@ int main(int argc, char** argv) {
               "items_per_second");
           if (as_crema > 0) {
             fmt::print("; through crema's calls {:.0f} ({:.3f} of it)", as_crema, as_crema / alone);
+          }
+          const double pageable = reporter.counter(
+              fmt::format("baseline-nvjpeg/jpeg_input/decode_pageable/real_time/threads:{}",
+                          threads),
+              "items_per_second");
+          if (pageable > 0) {
+            fmt::print("; from pageable memory {:.0f} ({:.3f} of it)", pageable, pageable / alone);
           }
           fmt::print("\n");
         }
