@@ -363,6 +363,15 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       gpu.decode(images_span(mixed.images), by_decoder.data(), nullptr);
       CHECK(gpu.last_batch().hybrid == 1);  // the decoder's own plan: GPU-assisted
       check_samples(options, mixed, by_decoder);
+      // Sent after decode_on_host: those samples are of another list, and the decoder decodes
+      // the CPU path's images itself.
+      plan.make(mixed.images);
+      std::vector<float> early(sample);
+      plan.decode_on_host(images_span(mixed.images), std::span(early));
+      plan.send_engine_refusals_to_host();
+      std::vector<float> late(by_decoder.size());
+      gpu.decode(plan, images_span(mixed.images), late.data(), nullptr);
+      CHECK(late == by_decoder);
       plan.make(mixed.images);
       plan.send_engine_refusals_to_host();
       CHECK(std::vector(plan.on_host().begin(), plan.on_host().end()) ==

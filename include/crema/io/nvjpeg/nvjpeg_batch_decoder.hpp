@@ -278,7 +278,10 @@ class nvjpeg_batch_plan {
         sent = true;
       }
     }
-    if (sent) lay_out(size_);
+    if (sent) {
+      lay_out(size_);
+      host_samples_ = nullptr;  // decode_on_host's, if made before, are of another list
+    }
   }
 
   /// @return the images of the plan nvJPEG does not take (not JPEGs, CMYK, streams cut short,

@@ -324,11 +324,10 @@ class basic_nvjpeg_batcher {
     /// @brief The finishing step (the producer's): plans the decoding of the batch's
     /// `info.size` images and decodes those nvJPEG does not take on the CPU path (both on this
     /// thread, before a decoder is needed), then decodes the rest on the batch's stream into its
-    /// device memory with
-    /// a decoder of the batcher's for that device (the device made current meanwhile). While
-    /// every one is lent, decodes its last images on the CPU path itself, up to the batcher's
-    /// `max_host_share`, then waits for one; uploads those samples and the labels, records one
-    /// event.
+    /// device memory with a decoder of the batcher's for that device (the device made current
+    /// meanwhile). While every one is lent, decodes its last images on the CPU path itself, up
+    /// to the batcher's `max_host_share`, then waits for one; uploads those samples and the
+    /// labels, records one event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
       const scoped_device on(device_id_);
