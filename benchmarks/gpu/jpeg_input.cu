@@ -567,19 +567,13 @@ int main(int argc, char** argv) {
           const double feed = rate(name("crema", threads));
           fmt::print("  {} thread{}: {:.0f} images/s; crema {:.0f} ({:.3f} of it)", threads,
                      threads == 1 ? "" : "s", alone, feed, feed / alone);
-          const double as_crema = reporter.counter(
-              fmt::format("baseline-nvjpeg/jpeg_input/decode_as_crema/real_time/threads:{}",
-                          threads),
-              "items_per_second");
-          if (as_crema > 0) {
-            fmt::print("; through crema's calls {:.0f} ({:.3f} of it)", as_crema, as_crema / alone);
-          }
-          const double pageable = reporter.counter(
-              fmt::format("baseline-nvjpeg/jpeg_input/decode_pageable/real_time/threads:{}",
-                          threads),
-              "items_per_second");
-          if (pageable > 0) {
-            fmt::print("; from pageable memory {:.0f} ({:.3f} of it)", pageable, pageable / alone);
+          for (const auto& [variant, how] :
+               {std::pair{"decode_as_crema", "through crema's calls"},
+                std::pair{"decode_pageable", "from pageable memory"}}) {
+            const double other = reporter.counter(
+                fmt::format("baseline-nvjpeg/jpeg_input/{}/real_time/threads:{}", variant, threads),
+                "items_per_second");
+            if (other > 0) fmt::print("; {} {:.0f} ({:.3f} of it)", how, other, other / alone);
           }
           fmt::print("\n");
         }
