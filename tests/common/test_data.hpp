@@ -34,4 +34,13 @@ inline std::vector<std::byte> read_bytes(const std::filesystem::path& path) {
   return bytes;
 }
 
+/// @brief Writes `bytes` as the file at `path`, its folders made (a test fails if it cannot).
+inline void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  REQUIRE_MESSAGE(out.good(), path.string());
+}
+
 }  // namespace crema::test

@@ -602,9 +602,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const std::vector<std::byte> png = crema::test::coffee_png();
     for (const char* name : {"class0/0.jpg", "class0/2.jpg", "class0/4.jpg", "class1/1.jpg",
                              "class1/3.jpg", "class2/0.jpg", "class2/2.jpg", "class2/4.jpg"}) {
-      std::ofstream(scratch.path() / name, std::ios::binary)
-          .write(reinterpret_cast<const char*>(png.data()),
-                 static_cast<std::streamsize>(png.size()));
+      crema::test::write_bytes(scratch.path() / name, png);
     }
     const crema::image_transform_options options = every_kind().front();
     const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
@@ -635,9 +633,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     make_folder(scratch.path());
     const std::vector<std::byte> progressive = crema::test::progressive_coffee();
     for (const char* name : {"class0/1.jpg", "class1/2.jpg", "class2/3.jpg", "class2/4.jpg"}) {
-      std::ofstream(scratch.path() / name, std::ios::binary)
-          .write(reinterpret_cast<const char*>(progressive.data()),
-                 static_cast<std::streamsize>(progressive.size()));
+      crema::test::write_bytes(scratch.path() / name, progressive);
     }
     const crema::image_transform_options options = every_kind().front();
     const batches expected = cpu_epoch(scratch.path(), options);

@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <span>
 #include <string>
@@ -281,9 +280,7 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
   crema::test::make_folder(scratch.path());
   const std::vector<std::byte> progressive = crema::test::progressive_coffee();
   for (const char* name : {"class0/1.jpg", "class2/3.jpg"}) {
-    std::ofstream(scratch.path() / name, std::ios::binary)
-        .write(reinterpret_cast<const char*>(progressive.data()),
-               static_cast<std::streamsize>(progressive.size()));
+    crema::test::write_bytes(scratch.path() / name, progressive);
   }
   const crema::test::batches expected = cpu_epoch(scratch.path(), options);
   crema::cuda_stream compute;

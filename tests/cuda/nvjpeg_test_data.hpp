@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -61,18 +60,13 @@ inline std::vector<std::byte> progressive_coffee() {
 inline void make_folder(const std::filesystem::path& root) {
   const auto astronaut = read_bytes(test_data("astronaut.jpg"));
   const auto coffee = read_bytes(test_data("coffee.jpg"));
-  const auto write = [&](const std::string& path, const std::vector<std::byte>& bytes) {
-    std::filesystem::create_directories((root / path).parent_path());
-    std::ofstream(root / path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()),
-               static_cast<std::streamsize>(bytes.size()));
-  };
   for (std::size_t label = 0; label < 3; ++label) {
     for (std::size_t i = 0; i < 5; ++i) {
-      write(fmt::format("class{}/{}.jpg", label, i), (label + i) % 2 == 0 ? astronaut : coffee);
+      write_bytes(root / fmt::format("class{}/{}.jpg", label, i),
+                  (label + i) % 2 == 0 ? astronaut : coffee);
     }
   }
-  write("class1/9.png", coffee_png());
+  write_bytes(root / "class1/9.png", coffee_png());
 }
 
 using batches = std::vector<std::pair<std::vector<float>, std::vector<float>>>;
