@@ -133,6 +133,19 @@ std::string cause_of_failed_pass(Pipeline& pipe) {
   });
 }
 
+// Gives back the decoder a test `held` once `happened()` (or after 10 s): what the producers did
+// while they could not borrow it. @return whether it happened while held.
+template <class Loan, class Condition>
+bool give_back_after(std::optional<Loan>& held, Condition happened) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!happened() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool seen = happened();
+  held.reset();
+  return seen;
+}
+
 std::vector<crema::image_transform_options> every_kind() {
   return {
       {.geometry = crema::random_resized_crop{.height = 64, .width = 56},
@@ -572,13 +585,8 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     std::thread give_back([&] {
       // While the test holds the only decoder, the first batch's producer parses its JPEGs (3
       // or 4: the folder holds one PNG), then waits for the decoder.
-      const auto parsed = [&] { return fake::counts().parsed - parsed_before >= 3; };
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (!parsed() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      parsed_while_held = parsed();
-      held.reset();
+      parsed_while_held =
+          give_back_after(held, [&] { return fake::counts().parsed - parsed_before >= 3; });
     });
     crema::cuda_stream compute;
     const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
@@ -612,12 +620,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     std::atomic<bool> decoded_while_held{false};
     std::thread give_back([&] {
       // While the test holds the only decoder, the first batch's producer decodes its PNGs.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (batcher.refused() == 0 && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      decoded_while_held = batcher.refused() > 0;
-      held.reset();
+      decoded_while_held = give_back_after(held, [&] { return batcher.refused() > 0; });
     });
     crema::cuda_stream compute;
     const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
