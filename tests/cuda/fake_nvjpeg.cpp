@@ -1,6 +1,9 @@
 // The fake nvJPEG (fake_nvjpeg.hpp): nvjpeg.h's own declarations, so that a change of signature
 // fails to compile, implemented with TurboJPEG. "Device" memory is the counting runtime's, which
-// is host memory: a decode writes the region of interest straight into the destination.
+// is host memory: a decode writes the region of interest straight into the destination. The
+// GPU-assisted decoder's phases pass the image on as nvJPEG's do: the host phase into the pinned
+// buffer attached to the state, the transfer from there into the device buffer attached, the
+// device phase from there; each phase refuses a state made for another decoder.
 
 #include "fake_nvjpeg.hpp"
 
@@ -20,6 +23,8 @@ std::mutex settings_lock;
 behaviour settings;
 std::atomic<std::size_t> batched_images{0};
 std::atomic<std::size_t> hybrid_images{0};
+std::atomic<std::size_t> host_huffman_phases{0};
+std::atomic<std::size_t> gpu_huffman_phases{0};
 std::atomic<std::size_t> parsed_streams{0};
 std::atomic<std::size_t> initialized_states{0};
 std::atomic<std::size_t> pageable_inputs{0};
@@ -52,8 +57,13 @@ void set(const behaviour& how) noexcept {
 }
 
 decoded counts() noexcept {
-  return {batched_images.load(), hybrid_images.load(), parsed_streams.load(),
-          initialized_states.load(), pageable_inputs.load()};
+  return {.batched = batched_images.load(),
+          .hybrid = hybrid_images.load(),
+          .host_huffman = host_huffman_phases.load(),
+          .gpu_huffman = gpu_huffman_phases.load(),
+          .parsed = parsed_streams.load(),
+          .initialized = initialized_states.load(),
+          .pageable_inputs = pageable_inputs.load()};
 }
 
 std::size_t live_objects() noexcept { return alive.load(); }
@@ -81,16 +91,28 @@ struct nvjpegDecodeParams {
   int width = -1;
   int height = -1;
 };
-struct nvjpegJpegDecoder {};
-struct nvjpegBufferPinned {};
-struct nvjpegBufferDevice {};
-struct nvjpegJpegState {
-  std::vector<unsigned char> window;  // the host phase's result, for the device phase
+struct nvjpegJpegDecoder {
+  nvjpegBackend_t backend = NVJPEG_BACKEND_DEFAULT;
+};
+// A decoded window on its way: the host phase's result, then the transfer's.
+struct fake_window {
+  std::vector<unsigned char> pixels;
   int width = 0;
   int height = 0;
   int channels = 0;
+  bool valid = false;
+};
+struct nvjpegBufferPinned {
+  fake_window window;
+};
+struct nvjpegBufferDevice {
+  fake_window window;
+};
+struct nvjpegJpegState {
+  nvjpegJpegDecoder_t decoder = nullptr;  // a GPU-assisted decoder's state: made for it
+  nvjpegBufferPinned_t pinned = nullptr;
+  nvjpegBufferDevice_t device = nullptr;
   int batch_size = 0;
-  bool decoded = false;
 };
 
 namespace {
@@ -167,17 +189,20 @@ nvjpegStatus_t NVJPEGAPI nvjpegJpegStateCreate(nvjpegHandle_t, nvjpegJpegState_t
 nvjpegStatus_t NVJPEGAPI nvjpegJpegStateDestroy(nvjpegJpegState_t state) {
   return fake::destroy(state);
 }
-nvjpegStatus_t NVJPEGAPI nvjpegDecoderCreate(nvjpegHandle_t, nvjpegBackend_t,
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderCreate(nvjpegHandle_t, nvjpegBackend_t backend,
                                              nvjpegJpegDecoder_t* decoder) {
-  *decoder = fake::make<nvjpegJpegDecoder>();
+  if (backend != NVJPEG_BACKEND_HYBRID && backend != NVJPEG_BACKEND_GPU_HYBRID) {
+    return NVJPEG_STATUS_INVALID_PARAMETER;
+  }
+  *decoder = fake::make<nvjpegJpegDecoder>(backend);
   return NVJPEG_STATUS_SUCCESS;
 }
 nvjpegStatus_t NVJPEGAPI nvjpegDecoderDestroy(nvjpegJpegDecoder_t decoder) {
   return fake::destroy(decoder);
 }
-nvjpegStatus_t NVJPEGAPI nvjpegDecoderStateCreate(nvjpegHandle_t, nvjpegJpegDecoder_t,
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderStateCreate(nvjpegHandle_t, nvjpegJpegDecoder_t decoder,
                                                   nvjpegJpegState_t* state) {
-  *state = fake::make<nvjpegJpegState>();
+  *state = fake::make<nvjpegJpegState>(decoder);
   return NVJPEG_STATUS_SUCCESS;
 }
 nvjpegStatus_t NVJPEGAPI nvjpegBufferPinnedCreate(nvjpegHandle_t, nvjpegPinnedAllocator_t*,
@@ -198,13 +223,15 @@ nvjpegStatus_t NVJPEGAPI nvjpegBufferDeviceDestroy(nvjpegBufferDevice_t buffer) 
 }
 nvjpegStatus_t NVJPEGAPI nvjpegStateAttachPinnedBuffer(nvjpegJpegState_t state,
                                                        nvjpegBufferPinned_t buffer) {
-  return state != nullptr && buffer != nullptr ? NVJPEG_STATUS_SUCCESS
-                                               : NVJPEG_STATUS_INVALID_PARAMETER;
+  if (state == nullptr || buffer == nullptr) return NVJPEG_STATUS_INVALID_PARAMETER;
+  state->pinned = buffer;
+  return NVJPEG_STATUS_SUCCESS;
 }
 nvjpegStatus_t NVJPEGAPI nvjpegStateAttachDeviceBuffer(nvjpegJpegState_t state,
                                                        nvjpegBufferDevice_t buffer) {
-  return state != nullptr && buffer != nullptr ? NVJPEG_STATUS_SUCCESS
-                                               : NVJPEG_STATUS_INVALID_PARAMETER;
+  if (state == nullptr || buffer == nullptr) return NVJPEG_STATUS_INVALID_PARAMETER;
+  state->device = buffer;
+  return NVJPEG_STATUS_SUCCESS;
 }
 
 nvjpegStatus_t NVJPEGAPI nvjpegJpegStreamCreate(nvjpegHandle_t, nvjpegJpegStream_t* stream) {
@@ -335,36 +362,49 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpeg
   return NVJPEG_STATUS_SUCCESS;
 }
 
-nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegHost(nvjpegHandle_t, nvjpegJpegDecoder_t,
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegHost(nvjpegHandle_t, nvjpegJpegDecoder_t decoder,
                                               nvjpegJpegState_t state, nvjpegDecodeParams_t params,
                                               nvjpegJpegStream_t stream) {
   const int format = pixel_format(params->format);
-  if (format < 0) return NVJPEG_STATUS_INVALID_PARAMETER;
-  state->channels = tjPixelSize[format];
-  state->width = params->width < 0 ? stream->width : params->width;
-  state->height = params->height < 0 ? stream->height : params->height;
-  state->window.resize(static_cast<std::size_t>(state->width) * state->height * state->channels);
-  state->decoded = false;
-  const nvjpegStatus_t status =
-      decode_region(*stream, *params, state->window.data(),
-                    static_cast<std::size_t>(state->width) * state->channels);
-  state->decoded = status == NVJPEG_STATUS_SUCCESS;
-  return status;
-}
-nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegTransferToDevice(nvjpegHandle_t, nvjpegJpegDecoder_t,
-                                                          nvjpegJpegState_t state,
-                                                          nvjpegJpegStream_t, cudaStream_t) {
-  return state->decoded ? NVJPEG_STATUS_SUCCESS : NVJPEG_STATUS_INVALID_PARAMETER;
-}
-nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegDevice(nvjpegHandle_t, nvjpegJpegDecoder_t,
-                                                nvjpegJpegState_t state, nvjpegImage_t* destination,
-                                                cudaStream_t) {
-  if (!state->decoded || destination->channel[0] == nullptr) {
+  if (format < 0 || state->decoder != decoder || state->pinned == nullptr) {
     return NVJPEG_STATUS_INVALID_PARAMETER;
   }
-  const std::size_t row = static_cast<std::size_t>(state->width) * state->channels;
-  for (int y = 0; y < state->height; ++y) {
-    std::memcpy(destination->channel[0] + y * destination->pitch[0], state->window.data() + y * row,
+  if (fake::current().hybrid_fails) return NVJPEG_STATUS_BAD_JPEG;
+  ++(decoder->backend == NVJPEG_BACKEND_HYBRID ? fake::host_huffman_phases
+                                               : fake::gpu_huffman_phases);
+  fake_window& window = state->pinned->window;
+  window.channels = tjPixelSize[format];
+  window.width = params->width < 0 ? stream->width : params->width;
+  window.height = params->height < 0 ? stream->height : params->height;
+  window.pixels.resize(static_cast<std::size_t>(window.width) * window.height * window.channels);
+  const nvjpegStatus_t status =
+      decode_region(*stream, *params, window.pixels.data(),
+                    static_cast<std::size_t>(window.width) * window.channels);
+  window.valid = status == NVJPEG_STATUS_SUCCESS;
+  return status;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegTransferToDevice(nvjpegHandle_t,
+                                                          nvjpegJpegDecoder_t decoder,
+                                                          nvjpegJpegState_t state,
+                                                          nvjpegJpegStream_t, cudaStream_t) {
+  if (state->decoder != decoder || state->pinned == nullptr || !state->pinned->window.valid ||
+      state->device == nullptr) {
+    return NVJPEG_STATUS_INVALID_PARAMETER;
+  }
+  state->device->window = state->pinned->window;
+  return NVJPEG_STATUS_SUCCESS;
+}
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegDevice(nvjpegHandle_t, nvjpegJpegDecoder_t decoder,
+                                                nvjpegJpegState_t state, nvjpegImage_t* destination,
+                                                cudaStream_t) {
+  if (state->decoder != decoder || state->device == nullptr || !state->device->window.valid ||
+      destination->channel[0] == nullptr) {
+    return NVJPEG_STATUS_INVALID_PARAMETER;
+  }
+  const fake_window& window = state->device->window;
+  const std::size_t row = static_cast<std::size_t>(window.width) * window.channels;
+  for (int y = 0; y < window.height; ++y) {
+    std::memcpy(destination->channel[0] + y * destination->pitch[0], window.pixels.data() + y * row,
                 row);
   }
   ++fake::hybrid_images;

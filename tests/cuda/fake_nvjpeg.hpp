@@ -16,15 +16,22 @@ struct behaviour {
   bool hardware_engine = true;      ///< nvjpegCreateEx with the hardware backend succeeds
   bool engine_takes_images = true;  ///< nvjpegDecodeBatchedSupportedEx takes baseline JPEGs
   bool batch_fails = false;         ///< nvjpegDecodeBatchedEx answers NVJPEG_STATUS_BAD_JPEG
+  /// nvjpegDecodeJpegHost answers NVJPEG_STATUS_BAD_JPEG (from when it is set, for every handle)
+  bool hybrid_fails = false;
 };
 
-/// Sets the behaviour (for the handles created after).
+/// Sets the behaviour (for the handles created after; `hybrid_fails` at once).
 void set(const behaviour& how) noexcept;
 
 /// Images decoded so far, by path, and streams parsed.
 struct decoded {
-  std::size_t batched = 0;      ///< by nvjpegDecodeBatchedEx
-  std::size_t hybrid = 0;       ///< by nvjpegDecodeJpegDevice
+  std::size_t batched = 0;  ///< by nvjpegDecodeBatchedEx
+  std::size_t hybrid = 0;   ///< by nvjpegDecodeJpegDevice
+  /// host phases (nvjpegDecodeJpegHost) of a decoder whose Huffman decoding is the host's
+  /// (NVJPEG_BACKEND_HYBRID)
+  std::size_t host_huffman = 0;
+  /// host phases of a decoder whose Huffman decoding is the GPU's (NVJPEG_BACKEND_GPU_HYBRID)
+  std::size_t gpu_huffman = 0;
   std::size_t parsed = 0;       ///< streams parsed by nvjpegJpegStreamParse
   std::size_t initialized = 0;  ///< batched states set up by nvjpegDecodeBatchedInitialize
   /// images nvjpegDecodeBatchedEx read from pageable memory, which a GPU's engine copies through

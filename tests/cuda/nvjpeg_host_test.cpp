@@ -185,18 +185,39 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     }
   }
 
-  TEST_CASE("without a hardware engine, the GPU-assisted path gives the same samples") {
+  TEST_CASE("without a hardware engine, the GPU-assisted decoder gives the same samples") {
     for (const bool engine : {false, true}) {
       fake::set({.hardware_engine = engine, .engine_takes_images = false});
       for (const auto& options : every_kind()) {
         decoder gpu(options);
         const batch_input in = photographs(2);
+        const auto before = fake::counts();
         check_samples(options, in, decode<std::uint8_t>(gpu, in));
         CHECK(gpu.last_batch().hardware == 0);
-        CHECK(gpu.last_batch().hybrid == 4);
+        CHECK(gpu.last_batch().hybrid == 0);  // none in the turn: decoded ahead by the plan
+        CHECK(gpu.last_batch().ahead == 4);
         CHECK(gpu.last_batch().host == 1);
+        // The photographs (256 x 256, 253 x 171) are under a million pixels: Huffman decoding
+        // on the host.
+        CHECK(fake::counts().host_huffman - before.host_huffman == 4);
+        CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 0);
+        check_samples(options, in, decode<std::uint8_t>(gpu, in));  // the buffers reused
       }
     }
+    fake::set({});
+  }
+
+  TEST_CASE("images above gpu_huffman_above_pixels have their Huffman decoding on the GPU") {
+    fake::set({.hardware_engine = false});
+    const auto options = every_kind().front();
+    // astronaut.jpg has 65,536 pixels, coffee.jpg 43,263.
+    decoder gpu(options, {.gpu_huffman_above_pixels = 50'000});
+    const batch_input in = photographs(2);
+    const auto before = fake::counts();
+    check_samples(options, in, decode<float>(gpu, in));
+    CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 2);
+    CHECK(fake::counts().host_huffman - before.host_huffman == 2);
+    CHECK(gpu.last_batch().ahead == 4);
     fake::set({});
   }
 
@@ -226,11 +247,35 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       const auto before = counting::all_threads();
       CHECK_THROWS_WITH_AS(decode<float>(gpu, in), doctest::Contains("astronaut-1.jpg"),
                            crema::format_error);
-      // What was queued before the error is waited for by the next batch: an event after it.
-      CHECK((counting::all_threads() - before)[counting::call::event_record] == 1);
+      // What was queued before the error is waited for by the next batch: an event after it
+      // (without the engine, after one for each of the three JPEGs decoded ahead and one for
+      // their hand-over).
+      CHECK((counting::all_threads() - before)[counting::call::event_record] == (engine ? 1 : 5));
       batch_input good = photographs(2);
       check_samples(options, good, decode<float>(gpu, good));
     }
+    fake::set({});
+  }
+
+  TEST_CASE("a JPEG the GPU-assisted decoder fails is a format_error naming it, from the plan") {
+    fake::set({.hardware_engine = false, .hybrid_fails = true});
+    const auto options = every_kind().front();
+    decoder gpu(options);
+    const batch_input in = photographs(1);
+    crema::cuda::nvjpeg_batch_plan plan(gpu.library(), options);
+    plan.make(in.images);
+    CHECK_THROWS_WITH_AS(plan.decode_hybrid(in.images), doctest::Contains("astronaut-0.jpg"),
+                         crema::format_error);
+    CHECK(plan.size() == 0);  // not all decoded: nothing planned
+    std::vector<float> out(in.images.size() * gpu.shape().elements());
+    CHECK_THROWS_AS(gpu.decode(plan, std::span<const crema::cuda::encoded_image>(in.images),
+                               out.data(), nullptr),
+                    crema::config_error);
+    fake::set({.hardware_engine = false});
+    check_samples(options, in, decode<float>(gpu, in));
+    plan.make(in.images);
+    plan.decode_hybrid(in.images);
+    CHECK(plan.size() == in.images.size());
     fake::set({});
   }
 
@@ -369,41 +414,53 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       gpu.decode(plan, images_span(in.images), again.data(), nullptr);
       CHECK(again == out);
     }
-    SUBCASE("the JPEGs the engine refuses sent to the CPU path, where the engine is in use") {
+    SUBCASE("the JPEGs the engine refuses decoded ahead by the plan's maker, copied in the turn") {
       batch_input mixed = in;
       mixed.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 11);
       std::vector<float> by_decoder(mixed.images.size() * sample);
       gpu.decode(images_span(mixed.images), by_decoder.data(), nullptr);
-      CHECK(gpu.last_batch().hybrid == 1);  // the decoder's own plan: GPU-assisted
+      CHECK(gpu.last_batch().ahead == 1);  // the decoder's own plan decodes ahead too
+      CHECK(gpu.last_batch().hybrid == 0);
       check_samples(options, mixed, by_decoder);
-      // Sent after decode_on_host: those samples are of another list, and the decoder decodes
-      // the CPU path's images itself.
       plan.make(mixed.images);
-      std::vector<float> early(sample);
-      plan.decode_on_host(images_span(mixed.images), std::span(early));
-      plan.send_engine_refusals_to_host();
-      std::vector<float> late(by_decoder.size());
-      gpu.decode(plan, images_span(mixed.images), late.data(), nullptr);
-      CHECK(late == by_decoder);
-      plan.make(mixed.images);
-      plan.send_engine_refusals_to_host();
-      CHECK(std::vector(plan.on_host().begin(), plan.on_host().end()) ==
-            std::vector<std::size_t>{4, 5});
-      std::vector<float> staged(2 * sample);
-      plan.decode_on_host(images_span(mixed.images), std::span(staged));
+      plan.decode_hybrid(images_span(mixed.images));
+      CHECK(std::vector(plan.ahead().begin(), plan.ahead().end()) == std::vector<std::size_t>{5});
+      const auto nvjpeg_before = fake::counts();
+      const auto before = counting::all_threads();
       std::vector<float> by_plan(by_decoder.size());
       gpu.decode(plan, images_span(mixed.images), by_plan.data(), nullptr);
-      CHECK(gpu.last_batch().hybrid == 0);
-      CHECK(gpu.last_batch().host == 2);
       CHECK(by_plan == by_decoder);
-      // Without the engine, the GPU-assisted decoder is nvJPEG's only one: kept.
-      fake::set({.hardware_engine = false});
-      crema::cuda::nvjpeg_batch_plan no_engine(
-          std::make_shared<const crema::cuda::nvjpeg_library>(), options);
-      fake::set({});
-      no_engine.make(mixed.images);
-      no_engine.send_engine_refusals_to_host();
-      CHECK(no_engine.on_host().size() == 1);
+      CHECK(gpu.last_batch().ahead == 1);
+      // In the turn, none of the GPU-assisted decoder's phases: the stream waits for the plan's
+      // work and copies the window (with the jobs and the PNG's sample: 3 copies), and records
+      // the copy's event and the batch's.
+      CHECK(fake::counts().hybrid == nvjpeg_before.hybrid);
+      CHECK(fake::counts().host_huffman == nvjpeg_before.host_huffman);
+      const auto calls = counting::all_threads() - before;
+      CHECK(calls[counting::call::stream_wait_event] == 1);
+      CHECK(calls[counting::call::memcpy_async] == 3);
+      CHECK(calls[counting::call::event_record] == 2);
+    }
+    SUBCASE("keep_first after decode_hybrid keeps the windows decoded ahead where they were") {
+      // Progressive JPEGs (decoded ahead) first, between and after the engine's.
+      const std::vector<std::byte> progressive = crema::test::progressive_coffee();
+      batch_input mixed;
+      for (int i = 0; i < 3; ++i) {
+        mixed.add(progressive, fmt::format("progressive-{}.jpg", i), 11);
+        mixed.add(in.files[static_cast<std::size_t>(i)], in.keys[static_cast<std::size_t>(i)], 11);
+      }
+      std::vector<float> whole(mixed.images.size() * sample);
+      gpu.decode(images_span(mixed.images), whole.data(), nullptr);
+      plan.make(mixed.images);
+      plan.decode_hybrid(images_span(mixed.images));
+      REQUIRE(plan.ahead().size() == 3);
+      plan.keep_first(3);
+      CHECK(plan.ahead().size() == 2);
+      std::vector<float> first(3 * sample);
+      gpu.decode(plan, images_span(mixed.images).first(3), first.data(), nullptr);
+      CHECK(std::memcmp(first.data(), whole.data(), first.size() * sizeof(float)) == 0);
+      CHECK(gpu.last_batch().ahead == 2);
+      CHECK(gpu.last_batch().hardware == 1);
     }
     SUBCASE("planned where the engine started, decoded where it did not: GPU-assisted") {
       fake::set({.hardware_engine = false});
@@ -428,13 +485,17 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     }
   }
 
-  TEST_CASE("every nvJPEG object the decoder makes is destroyed with it") {
+  TEST_CASE("every nvJPEG object the decoder and a plan make is destroyed with them") {
     fake::set({.hardware_engine = true, .engine_takes_images = false});
     const std::size_t before = fake::live_objects();
     {
       decoder gpu(every_kind().front());
       const batch_input in = photographs(2);
       (void)decode<float>(gpu, in);
+      crema::cuda::nvjpeg_batch_plan plan(gpu.library(), every_kind().front());
+      plan.make(in.images);
+      plan.decode_hybrid(in.images);
+      CHECK(plan.ahead().size() == 4);
       CHECK(fake::live_objects() > before);
     }
     CHECK(fake::live_objects() == before);
@@ -631,6 +692,35 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(batcher.host_decoded() == 0);
   }
 
+  TEST_CASE("a producer does the GPU-assisted decoder's host phase before it borrows a decoder") {
+    fake::set({.hardware_engine = false});
+    crema::test::scratch_directory scratch("nvjpeg-ahead-first");
+    make_folder(scratch.path());
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
+    const batcher_type batcher(options, {.decoders = 1});
+    std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
+    const auto before = fake::counts();
+    std::atomic<bool> decoded_while_held{false};
+    std::thread give_back([&] {
+      // While the test holds the only decoder, the first batch's producer decodes its JPEGs (3
+      // or 4: the folder holds one PNG) through the GPU-assisted decoder's phases.
+      decoded_while_held = give_back_after(held, [&] {
+        const auto now = fake::counts();
+        return now.host_huffman - before.host_huffman >= 3 && now.hybrid - before.hybrid >= 3;
+      });
+    });
+    crema::cuda_stream compute;
+    const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+    give_back.join();
+    CHECK(decoded_while_held.load());
+    CHECK(got == expected);
+    CHECK(batcher.decoded_ahead() == 15);
+    CHECK(batcher.refused() == 1);
+    fake::set({});
+  }
+
   TEST_CASE("an nvjpeg_batcher's producers decode the JPEGs the engine refuses themselves") {
     crema::test::scratch_directory scratch("nvjpeg-progressive");
     make_folder(scratch.path());
@@ -648,10 +738,11 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       crema::cuda_stream compute;
       const batches got = epoch(scratch.path(), batcher, 2, read_device_batch(compute));
       CHECK(got == expected);
-      // With the engine: the four progressive ones and the PNG on the producers. Without: the
-      // PNG, the rest on the GPU-assisted decoder.
-      CHECK(batcher.refused() == (engine ? 5 : 1));
-      CHECK(fake::counts().hybrid - hybrid_before == (engine ? 0 : 15));
+      // The PNG on the CPU path; with the engine, the four progressive ones through the
+      // GPU-assisted decoder, by the producers; without, all fifteen JPEGs.
+      CHECK(batcher.refused() == 1);
+      CHECK(batcher.decoded_ahead() == (engine ? 4 : 15));
+      CHECK(fake::counts().hybrid - hybrid_before == (engine ? 4 : 15));
     }
     fake::set({});
   }

@@ -3,8 +3,9 @@
 // path's samples from the same generators (decoded at full size), within the bound
 // docs/datasets.md states for nvJPEG's IDCT and upsampling; the PNG goes through the CPU path and
 // must match exactly; plans made on other threads decode as the decoder's own; a JPEG cut short
-// is an error naming it; a progressive JPEG (which the engine does not take) within the bound; a
-// folder pipeline of nvjpeg_batcher batches against the CPU pipeline.
+// is an error naming it; a progressive JPEG (which the engine does not take) within the bound;
+// without the engine, the GPU-assisted decoder with its Huffman decoding on the host and on the
+// GPU, batch after batch; a folder pipeline of nvjpeg_batcher batches against the CPU pipeline.
 // nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in every CI run. Without a GPU:
 // skipped.
 
@@ -147,11 +148,12 @@ TEST_CASE("nvJPEG decodes a batch's windows and the kernels give the CPU path's 
     const batch_input in = photographs(4, 7);
     const std::vector<std::uint8_t> gpu = decode_on_gpu<std::uint8_t>(decoder, in);
     const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
-    MESSAGE(fmt::format("{}: hardware engine {}: {} images on it, {} GPU-assisted, {} on the CPU",
-                        training ? "training" : "evaluation", decoder.hardware(), counts.hardware,
-                        counts.hybrid, counts.host));
+    MESSAGE(fmt::format(
+        "{}: hardware engine {}: {} images on it, {} GPU-assisted ({} ahead), {} on the CPU",
+        training ? "training" : "evaluation", decoder.hardware(), counts.hardware,
+        counts.hybrid + counts.ahead, counts.ahead, counts.host));
     CHECK(counts.host == 1);  // the PNG
-    CHECK(counts.hardware + counts.hybrid == in.images.size() - 1);
+    CHECK(counts.hardware + counts.hybrid + counts.ahead == in.images.size() - 1);
 
     crema::image_transform transform(options);
     const std::size_t sample = transform.shape().elements();
@@ -260,8 +262,9 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
   crema::cuda::nvjpeg_batch_decoder decoder(options);
   const std::vector<float> got = decode_on_gpu<float>(decoder, in);
   const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
-  MESSAGE(fmt::format("engine {}: hardware {}, GPU-assisted {}, CPU path {}", decoder.hardware(),
-                      counts.hardware, counts.hybrid, counts.host));
+  MESSAGE(fmt::format("engine {}: hardware {}, GPU-assisted {} ({} ahead), CPU path {}",
+                      decoder.hardware(), counts.hardware, counts.hybrid + counts.ahead,
+                      counts.ahead, counts.host));
   // nvjpeg.h says the engine takes baseline JPEGs only; whether it took this one decides where
   // the batcher decodes it.
   const bool engine_refused = decoder.hardware() && counts.hardware == 2;
@@ -275,7 +278,8 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
     CHECK(d.mean <= bound_mean);
     CHECK(d.largest <= bound_largest);
   }
-  // Through a batcher: what the engine refuses decoded on the producers, by the CPU path.
+  // Through a batcher: what the engine refuses decoded by the producers, with the GPU-assisted
+  // decoder.
   crema::test::scratch_directory scratch("nvjpeg-gpu-progressive");
   crema::test::make_folder(scratch.path());
   const std::vector<std::byte> progressive = crema::test::progressive_coffee();
@@ -288,7 +292,51 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
   const crema::test::batches batches =
       crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
   check_within_bound(batches, expected);
-  CHECK(batcher.refused() == (engine_refused ? 3 : 1));  // the folder's PNG too
+  CHECK(batcher.refused() == 1);  // the folder's PNG
+  CHECK(batcher.decoded_ahead() == (engine_refused ? 2 : 0));
+}
+
+TEST_CASE(
+    "without the engine, both GPU-assisted decoders decode within the bound, batch after batch") {
+  if (crema::test::skip_without_cuda_device()) return;
+  const crema::image_transform_options options = folder_options();
+  batch_input in = photographs(3, 7);
+  in.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 7);
+  crema::image_transform transform(options);
+  const std::size_t sample = transform.shape().elements();
+  std::vector<float> cpu(in.images.size() * sample);
+  for (std::size_t i = 0; i < in.images.size(); ++i) {
+    transform(in.files[i], std::span(cpu).subspan(i * sample, sample), in.images[i].rng,
+              in.keys[i]);
+  }
+  // Huffman decoding on the host (the photographs are under a million pixels), then on the GPU.
+  for (const std::size_t above : {std::size_t{1'000'000}, std::size_t{0}}) {
+    CAPTURE(above);
+    crema::cuda::nvjpeg_batch_decoder decoder(
+        options, {.hardware = false, .gpu_huffman_above_pixels = above});
+    CHECK_FALSE(decoder.hardware());
+    const std::vector<float> first = decode_on_gpu<float>(decoder, in);
+    const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
+    CHECK(counts.ahead == in.images.size() - 1);
+    CHECK(counts.host == 1);  // the PNG
+    const difference d = compare(cpu.data(), first.data(), cpu.size(), 255.0);
+    MESSAGE(
+        fmt::format("Huffman decoding on the GPU above {} pixels: mean difference {:.3f}, "
+                    "largest {}",
+                    above, d.mean, d.largest));
+    CHECK(d.mean <= bound_mean);
+    CHECK(d.largest <= bound_largest);
+    // The plan's buffers and states reused: the same bytes.
+    for (int batch = 0; batch < 3; ++batch) CHECK(decode_on_gpu<float>(decoder, in) == first);
+  }
+  // A folder pipeline whose producers decode every JPEG that way.
+  crema::test::scratch_directory scratch("nvjpeg-gpu-no-engine");
+  crema::test::make_folder(scratch.path());
+  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
+  crema::cuda_stream compute;
+  const crema::cuda::nvjpeg_batcher<float> batcher(options, {.decoding = {.hardware = false}});
+  check_within_bound(crema::test::epoch(scratch.path(), batcher, 2, read_back(compute)), expected);
+  CHECK(batcher.decoded_ahead() == 15);
 }
 
 TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {

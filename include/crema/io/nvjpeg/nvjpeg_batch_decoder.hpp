@@ -6,6 +6,7 @@
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/resample_jobs.hpp>
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
+#include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
@@ -13,6 +14,7 @@
 #include <nvjpeg.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -78,21 +80,65 @@ namespace crema::detail {
   return false;
 }
 
-// nvJPEG's parsed streams and decode parameters, owned.
-struct nvjpeg_stream_deleter {
-  void operator()(nvjpegJpegStream_t stream) const noexcept {
-    (void)nvjpegJpegStreamDestroy(stream);
+// An nvJPEG object, owned: destroyed with `Destroy`.
+template <auto Destroy>
+struct nvjpeg_deleter {
+  template <class Handle>
+  void operator()(Handle handle) const noexcept {
+    (void)Destroy(handle);
   }
 };
-struct nvjpeg_params_deleter {
-  void operator()(nvjpegDecodeParams_t params) const noexcept {
-    (void)nvjpegDecodeParamsDestroy(params);
+template <class Handle, auto Destroy>
+using nvjpeg_owned = std::unique_ptr<std::remove_pointer_t<Handle>, nvjpeg_deleter<Destroy>>;
+using nvjpeg_stream = nvjpeg_owned<nvjpegJpegStream_t, &nvjpegJpegStreamDestroy>;
+using nvjpeg_params = nvjpeg_owned<nvjpegDecodeParams_t, &nvjpegDecodeParamsDestroy>;
+using nvjpeg_decoder = nvjpeg_owned<nvjpegJpegDecoder_t, &nvjpegDecoderDestroy>;
+using nvjpeg_state = nvjpeg_owned<nvjpegJpegState_t, &nvjpegJpegStateDestroy>;
+using nvjpeg_pinned_buffer = nvjpeg_owned<nvjpegBufferPinned_t, &nvjpegBufferPinnedDestroy>;
+using nvjpeg_device_buffer = nvjpeg_owned<nvjpegBufferDevice_t, &nvjpegBufferDeviceDestroy>;
+
+// Bytes on the device (cudaMalloc) or pinned on the host (cudaMallocHost), grown, never shrunk.
+class gpu_bytes {
+ public:
+  explicit gpu_bytes(bool pinned = false) noexcept : pinned_(pinned) {}
+  gpu_bytes(const gpu_bytes&) = delete;
+  gpu_bytes& operator=(const gpu_bytes&) = delete;
+  ~gpu_bytes() { release(); }
+
+  // At least `bytes`; what they held is lost. Only while no work queued reads or writes them.
+  void reserve(std::size_t bytes) {
+    if (bytes <= size_) return;
+    const std::size_t size = std::max(bytes, size_ + size_ / 4);
+    release();
+    CREMA_CUDA_TRY(pinned_ ? cudaMallocHost(&data_, size) : cudaMalloc(&data_, size));
+    size_ = size;
   }
+  void release() noexcept {
+    if (data_ != nullptr) (void)(pinned_ ? cudaFreeHost(data_) : cudaFree(data_));
+    data_ = nullptr;
+    size_ = 0;
+  }
+  [[nodiscard]] void* data() const noexcept { return data_; }
+  [[nodiscard]] std::byte* bytes() const noexcept { return static_cast<std::byte*>(data_); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool pinned_;
 };
-using nvjpeg_stream =
-    std::unique_ptr<std::remove_pointer_t<nvjpegJpegStream_t>, nvjpeg_stream_deleter>;
-using nvjpeg_params =
-    std::unique_ptr<std::remove_pointer_t<nvjpegDecodeParams_t>, nvjpeg_params_deleter>;
+
+// nvJPEG's host phase of one image with a GPU-assisted decoder: its errors name the image.
+inline void nvjpeg_host_phase(nvjpegHandle_t handle, nvjpegJpegDecoder_t decoder,
+                              nvjpegJpegState_t state, nvjpegDecodeParams_t params,
+                              nvjpegJpegStream_t parsed, std::string_view key) {
+  const nvjpegStatus_t status = nvjpegDecodeJpegHost(handle, decoder, state, params, parsed);
+  if (status == NVJPEG_STATUS_SUCCESS) return;
+  if (nvjpeg_blames_image(status)) {
+    fail<format_error>("image {}: nvJPEG cannot decode it: {}", key, nvjpeg_status_name(status));
+  }
+  nvjpeg_check(status, "nvjpegDecodeJpegHost");
+}
 
 // Grows `streams` (or `params`) to `n`, made with `handle`.
 inline void grow_nvjpeg(nvjpegHandle_t handle, std::size_t n, std::vector<nvjpeg_stream>& streams) {
@@ -118,6 +164,123 @@ inline void set_nvjpeg_window(nvjpegDecodeParams_t params, nvjpegOutputFormat_t 
                                             static_cast<int>(w.top), static_cast<int>(w.width),
                                             static_cast<int>(w.height)));
 }
+
+// The GPU-assisted decoding a plan's maker does itself (`nvjpeg_batch_plan::decode_hybrid`), on
+// a stream of its own, into device memory of its own from which a decoder copies the windows in
+// its turn. It has GPU-assisted decoders of its own, one a lane: lane 0's Huffman decoding is the
+// host's (NVJPEG_BACKEND_HYBRID; none where nvJPEG cannot make it), lane 1's the GPU's. Each image
+// has a state of its own for each lane; the host phases write two pinned buffers in turn and the
+// transfers one device buffer, so the host decodes an image while the GPU decodes the one
+// before, and waits for that one before queueing the next (as NVIDIA's DALI does on its decoding
+// threads, with decoders of their own). Made and used with the plan's device current.
+class nvjpeg_ahead {
+ public:
+  explicit nvjpeg_ahead(nvjpegHandle_t handle) : stream_(cuda::current_device(), host_wait::sleep) {
+    for (const std::size_t lane : {0U, 1U}) {
+      nvjpegJpegDecoder_t made = nullptr;
+      const nvjpegStatus_t status = nvjpegDecoderCreate(
+          handle, lane == 0 ? NVJPEG_BACKEND_HYBRID : NVJPEG_BACKEND_GPU_HYBRID, &made);
+      if (status == NVJPEG_STATUS_SUCCESS) {
+        decoders_[lane].reset(made);
+      } else if (lane == 1) {
+        nvjpeg_check(status, "nvjpegDecoderCreate");
+      }
+    }
+    for (nvjpeg_pinned_buffer& buffer : pinned_) {
+      nvjpegBufferPinned_t made = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &made));
+      buffer.reset(made);
+    }
+    nvjpegBufferDevice_t made = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle, nullptr, &made));
+    device_.reset(made);
+    CREMA_CUDA_TRY(
+        cudaEventCreateWithFlags(&released_, cudaEventDisableTiming | cudaEventBlockingSync));
+  }
+  nvjpeg_ahead(const nvjpeg_ahead&) = delete;
+  nvjpeg_ahead& operator=(const nvjpeg_ahead&) = delete;
+  ~nvjpeg_ahead() {
+    // What is queued reads the buffers and the plan's streams destroyed after.
+    if (release_pending_) (void)cudaEventSynchronize(released_);
+    if (last_.native_handle() != nullptr) (void)cudaEventSynchronize(last_.native_handle());
+    (void)cudaEventDestroy(released_);
+  }
+
+  // Waits until the GPU's part of the last image is done: the transfers queued read the plan's
+  // parsed streams.
+  void wait_idle() const { last_.wait(); }
+
+  // Starts a batch whose windows take `bytes` (more than 0), and returns where they go. The GPU
+  // waits for a decoder's copy of the last batch's before it writes them.
+  [[nodiscard]] std::byte* begin(std::size_t bytes) {
+    last_.wait();  // the pinned buffers are free
+    if (release_pending_ && bytes > windows_.size()) {
+      CREMA_CUDA_TRY(cudaEventSynchronize(released_));
+      release_pending_ = false;
+    }
+    windows_.reserve(bytes);
+    if (release_pending_) {
+      CREMA_CUDA_TRY(cudaStreamWaitEvent(stream_.native_handle(), released_, 0));
+      release_pending_ = false;  // what is queued from now on waits for it, and last_ after it
+    }
+    return windows_.bytes();
+  }
+
+  // Lane `lane`'s decoder; none for lane 0 where nvJPEG could not make it.
+  [[nodiscard]] nvjpegJpegDecoder_t decoder(std::size_t lane) const noexcept {
+    return decoders_[lane].get();
+  }
+
+  // Decodes one image of the batch with lane `lane`'s decoder and k-th state, into `to`.
+  void decode(nvjpegHandle_t handle, std::size_t lane, std::size_t k, nvjpegJpegStream_t parsed,
+              nvjpegDecodeParams_t params, nvjpegImage_t to, std::string_view key) {
+    nvjpegJpegDecoder_t decoder = decoders_[lane].get();
+    nvjpegJpegState_t state = state_of(handle, decoder, lane, k);
+    CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state, pinned_[next_pinned_].get()));
+    next_pinned_ ^= 1U;  // the other one's image was transferred before the last wait below
+    nvjpeg_host_phase(handle, decoder, state, params, parsed, key);
+    last_.wait();  // the device buffer is the image before's until its GPU part is done
+    CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state, device_.get()));
+    const cudaStream_t stream = stream_.native_handle();
+    CREMA_NVJPEG_TRY(nvjpegDecodeJpegTransferToDevice(handle, decoder, state, parsed, stream));
+    CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle, decoder, state, &to, stream));
+    last_ = stream_.record();
+  }
+
+  // Queues on a decoder's `stream` the copy of the windows' first `bytes` to `to`, after the
+  // GPU's part of the batch; the next batch's waits for it.
+  void hand_over(std::byte* to, std::size_t bytes, cudaStream_t stream) {
+    if (last_.native_handle() != nullptr) {
+      CREMA_CUDA_TRY(cudaStreamWaitEvent(stream, last_.native_handle(), 0));
+    }
+    CREMA_CUDA_TRY(cudaMemcpyAsync(to, windows_.data(), bytes, cudaMemcpyDeviceToDevice, stream));
+    CREMA_CUDA_TRY(cudaEventRecord(released_, stream));
+    release_pending_ = true;
+  }
+
+ private:
+  nvjpegJpegState_t state_of(nvjpegHandle_t handle, nvjpegJpegDecoder_t decoder, std::size_t lane,
+                             std::size_t k) {
+    std::vector<nvjpeg_state>& states = states_[lane];
+    while (states.size() <= k) {
+      nvjpegJpegState_t made = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle, decoder, &made));
+      states.emplace_back(made);
+    }
+    return states[k].get();
+  }
+
+  cuda_stream stream_;  // destroyed last
+  std::array<nvjpeg_decoder, 2> decoders_;
+  std::array<nvjpeg_pinned_buffer, 2> pinned_;
+  nvjpeg_device_buffer device_;
+  std::array<std::vector<nvjpeg_state>, 2> states_;  // by lane, by image
+  gpu_bytes windows_;
+  cuda_event last_;                 // the GPU's part of the last image queued
+  cudaEvent_t released_ = nullptr;  // a decoder's copy of the windows
+  bool release_pending_ = false;
+  unsigned next_pinned_ = 0;
+};
 
 [[nodiscard]] inline image_transform_options at_full_size(image_transform_options options) {
   options.decode.dct_scaling = false;  // nvJPEG does not scale the DCT
@@ -151,14 +314,22 @@ struct nvjpeg_options {
   /// Chroma upsampled by interpolation (as libjpeg-turbo's default "fancy" upsampling), not
   /// by repeating samples: pixels closer to the CPU path's.
   bool interpolate_chroma = true;
+  /// Of the images the hardware engine does not decode, those of more pixels than this have
+  /// their Huffman decoding done on the GPU; the others' is done on the host, by the thread
+  /// that plans them (`nvjpeg_batch_plan::decode_hybrid`). On one core, Huffman decoding takes
+  /// longest for the largest images. NVIDIA's DALI draws the same line, by default at a million
+  /// pixels.
+  std::size_t gpu_huffman_above_pixels = 1'000'000;
 };
 
 /// @brief Where the images of the last batch were decoded, and how long its `decode` took on
 /// the host (steady clock).
 struct nvjpeg_batch_counts {
   std::size_t hardware = 0;  ///< nvJPEG's hardware engine
-  std::size_t hybrid = 0;    ///< nvJPEG's GPU-assisted decoder
-  std::size_t host = 0;      ///< the CPU path (`image_transform`), then uploaded
+  std::size_t hybrid = 0;    ///< nvJPEG's GPU-assisted decoder, in `decode`
+  /// nvJPEG's GPU-assisted decoder, by the plan's maker (`nvjpeg_batch_plan::decode_hybrid`)
+  std::size_t ahead = 0;
+  std::size_t host = 0;  ///< the CPU path (`image_transform`), then uploaded
   /// waiting for the decoder's previous batch to be done on the device
   std::chrono::nanoseconds waited{0};
   /// queueing the work: nvJPEG's host part, the kernels, the CPU path's images
@@ -169,11 +340,13 @@ struct nvjpeg_batch_counts {
 /// has one and `nvjpeg_options::hardware` asks for it, else the default backend) and its
 /// GPU-assisted decoder. Shared, as nvJPEG allows, by the threads that use it, each with parsed
 /// streams, states and buffers of its own: a decoder's (`basic_nvjpeg_batch_decoder`), or the
-/// producers' that plan batches (`nvjpeg_batch_plan`). Made with its device current.
+/// producers' that plan batches (`nvjpeg_batch_plan`, whose `decode_hybrid` makes GPU-assisted
+/// decoders of its own, as NVIDIA's DALI does). Made with its device current.
 class nvjpeg_library {
  public:
   /// @throws crema::cuda_error if nvJPEG cannot be started (no device, no library)
-  explicit nvjpeg_library(nvjpeg_options options = {}) {
+  explicit nvjpeg_library(nvjpeg_options options = {})
+      : gpu_huffman_above_(options.gpu_huffman_above_pixels) {
     const unsigned flags =
         options.interpolate_chroma ? unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION} : 0U;
     // The hardware backend's handle also makes the GPU-assisted decoder; without the engine
@@ -201,13 +374,19 @@ class nvjpeg_library {
   [[nodiscard]] nvjpegHandle_t handle() const noexcept { return handle_; }
   /// @return whether the hardware engine is in use
   [[nodiscard]] bool hardware() const noexcept { return hardware_; }
-  /// @return the GPU-assisted decoder (its states are each decoding thread's)
+  /// @return the GPU-assisted decoder, its Huffman decoding on the GPU (its states are each
+  /// decoding thread's): what decides whether nvJPEG takes an image, and decodes those a
+  /// decoder's call does
   [[nodiscard]] nvjpegJpegDecoder_t hybrid() const noexcept { return hybrid_; }
+  /// @return the most pixels of an image whose Huffman decoding `nvjpeg_batch_plan::decode_hybrid`
+  /// does on the host
+  [[nodiscard]] std::size_t gpu_huffman_above() const noexcept { return gpu_huffman_above_; }
 
  private:
   nvjpegHandle_t handle_ = nullptr;
   bool hardware_ = false;
   nvjpegJpegDecoder_t hybrid_ = nullptr;
+  std::size_t gpu_huffman_above_;
 };
 
 template <class Resampler>
@@ -219,12 +398,14 @@ class basic_nvjpeg_batch_decoder;
 /// decoder, the CPU path); then where each window goes in the decoding buffer, and the batch's
 /// resampling jobs. An `nvjpeg_batcher`'s producer plans its batch on its own thread and borrows
 /// a shared decoder only to queue the work, so that the parsing of many batches runs on as many
-/// cores, not inside the few decoders' turns.
+/// cores, not inside the few decoders' turns. Its maker may also decode there the images nvJPEG
+/// does not take (`decode_on_host`) and those of the GPU-assisted decoder (`decode_hybrid`).
 ///
-/// The plan is made with any nvJPEG library of the device (its handle only parses and answers
-/// what nvJPEG takes); the decoder sets up its own nvJPEG objects from it, so the plan may be
-/// made again as soon as `decode` returns. Used by one thread at a time and reused batch after
-/// batch (its buffers grow to the largest).
+/// The plan is made with any nvJPEG library of the device: the decoder sets up its own nvJPEG
+/// objects for the hardware engine's images, and copies what `decode_hybrid` decoded with the
+/// plan's. It may be made again as soon as `decode` returns (`make` first waits for the GPU's
+/// part of its last `decode_hybrid`). Used by one thread at a time and reused batch after batch
+/// (its buffers grow to the largest).
 class nvjpeg_batch_plan {
  public:
   /// @param options the transform of the decoder that will decode the plan (its windows drawn
@@ -240,11 +421,13 @@ class nvjpeg_batch_plan {
   /// @throws crema::format_error naming an image that is neither a JPEG nor a PNG it can read
   /// @throws crema::cuda_error if nvJPEG fails
   void make(std::span<const encoded_image> images) {
+    if (ahead_) ahead_->wait_idle();  // its transfers read the parsed streams
     const std::size_t n = images.size();
     ::crema::detail::grow_nvjpeg(library_->handle(), n, streams_);
     ::crema::detail::grow_nvjpeg(library_->handle(), n, params_);
     geometries_.resize(n);
     flips_.resize(n);
+    pixels_.resize(n);
     places_.resize(n);
     size_ = 0;  // a plan that failed halfway plans nothing
     host_samples_ = nullptr;
@@ -254,6 +437,7 @@ class nvjpeg_batch_plan {
       sample_rng rng = image.rng;  // the draws of image_transform::operator(), in its order
       geometries_[i] = transform_.geometry(info.height, info.width, rng);
       flips_[i] = transform_.options().mirror && rng.bernoulli(0.5) ? 1 : 0;
+      pixels_[i] = info.width * info.height;
       places_[i] = info.format == image_format::jpeg ? place_of(i, image) : place::host;
     }
     lay_out(n);
@@ -264,25 +448,69 @@ class nvjpeg_batch_plan {
     if (n < size_) lay_out(n);
   }
 
-  /// @brief Where the hardware engine is in use, sends the JPEGs it refuses (progressive ones,
-  /// samplings it does not take), planned for the GPU-assisted decoder, to the CPU path
-  /// (`on_host()`) instead. For a plan whose maker then decodes them itself (`decode_on_host`),
-  /// as an `nvjpeg_batcher`'s producers do: the GPU-assisted decoder's host phase (Huffman
-  /// decoding) would otherwise run in the turn of a decoder the other producers wait for.
-  void send_engine_refusals_to_host() {
-    if (!library_->hardware()) return;  // the GPU-assisted decoder is nvJPEG's only one here
-    bool sent = false;
+  /// @brief Decodes the images planned for nvJPEG's GPU-assisted decoder (the JPEGs the hardware
+  /// engine refuses, such as progressive ones; every JPEG where there is no engine) now, on this
+  /// thread: each one's host phase here (its Huffman decoding, done on the GPU instead for images
+  /// of more than `nvjpeg_options::gpu_huffman_above_pixels`), its transfer and the GPU's part
+  /// queued on a stream of the plan's own, into device memory of the plan's. A decoder then only
+  /// copies their windows in its turn, which a pipeline's producers share. The host decodes an
+  /// image while the GPU decodes the one before, and waits for that one before it queues the
+  /// next. The work queued reads the images' bytes until it is done, as a decoder's does
+  /// (`wait_idle`, or `make`, waits for it). `keep_first` keeps those of the images it keeps.
+  /// @throws crema::format_error naming an image nvJPEG cannot decode; the plan then plans
+  ///         nothing until made again
+  /// @throws crema::cuda_error if nvJPEG or the CUDA runtime fails
+  void decode_hybrid(std::span<const encoded_image> images) {
+    if (images.size() < size_) {
+      ::crema::detail::fail<config_error>("nvjpeg_batch_plan: {} images for a plan of {} images",
+                                          images.size(), size_);
+    }
+    bool any = false;
     for (std::size_t i = 0; i < size_; ++i) {
       if (places_[i] == place::hybrid) {
-        places_[i] = place::host;
-        sent = true;
+        places_[i] = place::ahead;
+        any = true;
       }
     }
-    if (sent) {
-      lay_out(size_);
-      host_samples_ = nullptr;  // decode_on_host's, if made before, are of another list
+    if (!any) return;
+    lay_out(size_);
+    try {
+      if (!ahead_) ahead_ = std::make_unique<::crema::detail::nvjpeg_ahead>(library_->handle());
+      std::byte* windows = ahead_->begin(ahead_bytes_);
+      const nvjpegHandle_t handle = library_->handle();
+      for (std::size_t k = 0; k < ahead_list_.size(); ++k) {
+        const std::size_t i = ahead_list_[k];
+        nvjpegJpegStream_t parsed = streams_[i].get();
+        nvjpegDecodeParams_t params = params_[i].get();
+        // The host's Huffman decoding where its decoder takes the image and the image is not
+        // too large for one core; the GPU's (whose decoder took it when it was planned)
+        // otherwise.
+        int refused = 1;
+        const bool on_host =
+            pixels_[i] <= library_->gpu_huffman_above() && ahead_->decoder(0) != nullptr &&
+            nvjpegDecoderJpegSupported(ahead_->decoder(0), parsed, params, &refused) ==
+                NVJPEG_STATUS_SUCCESS &&
+            refused == 0;
+        nvjpegImage_t to{};
+        to.channel[0] = reinterpret_cast<unsigned char*>(windows + offsets_[i] - head_bytes_);
+        to.pitch[0] = pitches_[i];
+        ahead_->decode(handle, on_host ? 0 : 1, k, parsed, params, to, images[i].key);
+      }
+    } catch (...) {
+      size_ = 0;  // a batch whose images are not all decoded is not decoded
+      throw;
     }
   }
+
+  /// @brief Waits until the GPU's part of the last `decode_hybrid` is done (the images' bytes
+  /// are then free, once no decoder's work reads them either).
+  /// @throws crema::cuda_error if that work failed
+  void wait_idle() const {
+    if (ahead_) ahead_->wait_idle();
+  }
+
+  /// @return the images of the plan `decode_hybrid` decoded, in order
+  [[nodiscard]] std::span<const std::size_t> ahead() const noexcept { return ahead_list_; }
 
   /// @return the images of the plan nvJPEG does not take (not JPEGs, CMYK, streams cut short,
   /// what it refuses), in order: the CPU path decodes them
@@ -323,7 +551,9 @@ class nvjpeg_batch_plan {
   template <class Resampler>
   friend class basic_nvjpeg_batch_decoder;
 
-  enum class place : std::uint8_t { hardware, hybrid, host };
+  // The hardware engine, the GPU-assisted decoder (in a decoder's turn, or ahead of it by the
+  // plan's maker), the CPU path.
+  enum class place : std::uint8_t { hardware, hybrid, ahead, host };
 
   // Where image i is decoded: parsed by nvJPEG, with a window and an output it takes.
   place place_of(std::size_t i, const encoded_image& image) {
@@ -360,7 +590,8 @@ class nvjpeg_batch_plan {
   }
 
   // The lists of the first n images by place, where each GPU-decoded window goes, and their
-  // resampling jobs.
+  // resampling jobs. The windows decoded ahead come last, in order, as `decode_hybrid` laid
+  // them out in its own memory: those of the first n images are the first there too.
   void lay_out(std::size_t n) {
     const std::size_t sample = shape().elements();
     offsets_.resize(n);
@@ -368,20 +599,41 @@ class nvjpeg_batch_plan {
     jobs_.clear();
     hardware_list_.clear();
     hybrid_list_.clear();
+    ahead_list_.clear();
     host_list_.clear();
-    decoded_bytes_ = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (places_[i] == place::host) {
-        host_list_.push_back(i);
-        continue;
-      }
+    const auto window_bytes = [&](std::size_t i) {
       const pixel_window& w = geometries_[i].window;
       pitches_[i] = w.width * channels_;
-      offsets_[i] = decoded_bytes_;
-      decoded_bytes_ += (w.height * pitches_[i] + 255) / 256 * 256;
-      jobs_.add(geometries_[i], flips_[i] != 0, channels_, offsets_[i], pitches_[i], i * sample);
-      (places_[i] == place::hardware ? hardware_list_ : hybrid_list_).push_back(i);
+      return (w.height * pitches_[i] + 255) / 256 * 256;
+    };
+    head_bytes_ = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (places_[i] == place::hardware || places_[i] == place::hybrid) {
+        head_bytes_ += window_bytes(i);
+      }
     }
+    std::size_t head = 0;
+    ahead_bytes_ = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (places_[i]) {
+        case place::host:
+          host_list_.push_back(i);
+          continue;
+        case place::ahead:
+          offsets_[i] = head_bytes_ + ahead_bytes_;
+          ahead_bytes_ += window_bytes(i);
+          ahead_list_.push_back(i);
+          break;
+        case place::hardware:
+        case place::hybrid:
+          offsets_[i] = head;
+          head += window_bytes(i);
+          (places_[i] == place::hardware ? hardware_list_ : hybrid_list_).push_back(i);
+          break;
+      }
+      jobs_.add(geometries_[i], flips_[i] != 0, channels_, offsets_[i], pitches_[i], i * sample);
+    }
+    decoded_bytes_ = head_bytes_ + ahead_bytes_;
     size_ = n;
   }
 
@@ -394,14 +646,21 @@ class nvjpeg_batch_plan {
   std::vector<::crema::detail::nvjpeg_params> params_;
   std::vector<image_geometry> geometries_;
   std::vector<unsigned char> flips_;
+  std::vector<std::size_t> pixels_;  // image i's, whole
   std::vector<place> places_;
   std::vector<std::size_t> offsets_;  // image i's window at this byte of the decoding buffer
   std::vector<std::size_t> pitches_;  // and its bytes a row
   std::vector<std::size_t> hardware_list_;
   std::vector<std::size_t> hybrid_list_;
+  std::vector<std::size_t> ahead_list_;
   std::vector<std::size_t> host_list_;
   resample_jobs jobs_;
-  std::size_t decoded_bytes_ = 0;
+  std::size_t decoded_bytes_ = 0;  // the decoding buffer: the windows decoded in the turn,
+  std::size_t head_bytes_ = 0;     // these bytes,
+  std::size_t ahead_bytes_ = 0;    // then those decoded ahead
+  // decode_hybrid's stream, buffers and windows (made on first need); the decoder copies those.
+  // Destroyed before the library.
+  std::unique_ptr<::crema::detail::nvjpeg_ahead> ahead_;
   std::size_t size_ = 0;
   const std::byte* host_samples_ = nullptr;  // on_host()'s samples, if decode_on_host made them
   std::size_t host_sample_bytes_ = 0;
@@ -482,17 +741,18 @@ class basic_nvjpeg_batch_decoder {
   /// @return where the images of the last batch were decoded, and its host times
   [[nodiscard]] nvjpeg_batch_counts last_batch() const noexcept { return counts_; }
 
-  /// @brief Plans `images` (as `nvjpeg_batch_plan::make`) and decodes them: sample i into
-  /// `out + i * shape().elements()` (device memory, float normalised or std::uint8_t), on
-  /// `stream`. Returns once the host's part is done (the CPU path's images, nvJPEG's Huffman
-  /// decoding on the host). Waits first for the previous batch's work on the device to be done
-  /// with this decoder's buffers.
+  /// @brief Plans `images` (as `nvjpeg_batch_plan::make`, then `decode_hybrid`) and decodes
+  /// them: sample i into `out + i * shape().elements()` (device memory, float normalised or
+  /// std::uint8_t), on `stream`. Returns once the host's part is done (the CPU path's images,
+  /// nvJPEG's Huffman decoding on the host). Waits first for the previous batch's work on the
+  /// device to be done with this decoder's buffers.
   /// @throws crema::format_error naming the image's key for an image that does not decode
   /// @throws crema::cuda_error if nvJPEG or the CUDA runtime fails
   template <class T>
   void decode(std::span<const encoded_image> images, T* out, cudaStream_t stream) {
     if (!own_plan_) own_plan_.emplace(library_, transform_.options());
     own_plan_->make(images);
+    own_plan_->decode_hybrid(images);
     decode(*own_plan_, images, out, stream);
   }
 
@@ -500,8 +760,9 @@ class basic_nvjpeg_batch_decoder {
   /// transform and any nvJPEG library of its device) says, sample i into `out + i *
   /// shape().elements()`, on `stream`. Waits first for the previous batch's work on the device
   /// to be done with this decoder's buffers. The images' bytes (and the samples of
-  /// `nvjpeg_batch_plan::decode_on_host`) are read until the work queued is done; the plan, only
-  /// until this returns.
+  /// `nvjpeg_batch_plan::decode_on_host`) are read until the work queued is done; the plan's
+  /// windows decoded ahead (`nvjpeg_batch_plan::decode_hybrid`) are copied on `stream` before
+  /// its next `decode_hybrid` writes them; the rest of the plan, only until this returns.
   /// @throws crema::config_error for a plan of another size or shape, or whose CPU-path samples
   ///         are of another type
   /// @throws crema::format_error naming the image's key for an image that does not decode
@@ -521,15 +782,16 @@ class basic_nvjpeg_batch_decoder {
     const auto start = std::chrono::steady_clock::now();
     wait_idle();
     const auto waited = std::chrono::steady_clock::now();
-    reserve(decoded_, plan.decoded_bytes_);
-    reserve(kept_, plan.jobs_.kept_bytes());
-    reserve(block_, plan.jobs_.block_bytes());
-    reserve(staged_block_, plan.jobs_.block_bytes());
+    // Grown only now, with no work of this decoder queued.
+    decoded_.reserve(plan.decoded_bytes_);
+    kept_.reserve(plan.jobs_.kept_bytes());
+    block_.reserve(plan.jobs_.block_bytes());
+    staged_block_.reserve(plan.jobs_.block_bytes());
     if (plan.host_samples_ == nullptr) {
-      reserve(staged_samples_, plan.host_list_.size() * sample * sizeof(T));
+      staged_samples_.reserve(plan.host_list_.size() * sample * sizeof(T));
     }
 
-    plan.jobs_.write_block(static_cast<std::byte*>(staged_block_.data));
+    plan.jobs_.write_block(staged_block_.bytes());
     pending_ = true;  // from the first queued work on, the next call and the destructor wait
     try {
       queue(plan, images, out, stream);
@@ -540,17 +802,15 @@ class basic_nvjpeg_batch_decoder {
       throw;
     }
     CREMA_CUDA_TRY(cudaEventRecord(done_, stream));
-    counts_ = {on_engine_, hybrid_list_.size(), plan.host_list_.size(), waited - start,
+    counts_ = {on_engine_,
+               hybrid_list_.size(),
+               plan.ahead_list_.size(),
+               plan.host_list_.size(),
+               waited - start,
                std::chrono::steady_clock::now() - waited};
   }
 
  private:
-  // Bytes on the device (cudaMalloc) or pinned on the host (cudaMallocHost).
-  struct gpu_bytes {
-    void* data = nullptr;
-    std::size_t size = 0;
-    bool pinned = false;
-  };
   // nvjpegImage_t is an unnamed struct, which nvcc 13.0's front end cannot destroy in a
   // std::vector (an internal error): an array that grows instead.
   struct image_array {
@@ -566,10 +826,11 @@ class basic_nvjpeg_batch_decoder {
     nvjpegImage_t& operator[](std::size_t i) noexcept { return images[i]; }
     nvjpegImage_t* data() noexcept { return images.get(); }
   };
+  // A state of the GPU-assisted decoder with its buffers (the state destroyed first).
   struct hybrid_state {
-    nvjpegJpegState_t state = nullptr;
-    nvjpegBufferPinned_t pinned = nullptr;
-    nvjpegBufferDevice_t device = nullptr;
+    ::crema::detail::nvjpeg_pinned_buffer pinned;
+    ::crema::detail::nvjpeg_device_buffer device;
+    ::crema::detail::nvjpeg_state state;
   };
 
   static std::shared_ptr<const nvjpeg_library> library_for(const image_transform_options& options,
@@ -593,23 +854,26 @@ class basic_nvjpeg_batch_decoder {
     const std::size_t sample = shape().elements();
     const resample_jobs& jobs = plan.jobs_;
     if (jobs.block_bytes() > 0) {
-      CREMA_CUDA_TRY(cudaMemcpyAsync(block_.data, staged_block_.data, jobs.block_bytes(),
+      CREMA_CUDA_TRY(cudaMemcpyAsync(block_.data(), staged_block_.data(), jobs.block_bytes(),
                                      cudaMemcpyHostToDevice, stream));
     }
     decode_on_hardware(plan, images, stream);
     decode_hybrid(plan, images, stream);
-    const auto* block = static_cast<const std::byte*>(block_.data);
+    if (!plan.ahead_list_.empty()) {
+      plan.ahead_->hand_over(decoded_.bytes() + plan.head_bytes_, plan.ahead_bytes_, stream);
+    }
+    const auto* block = block_.bytes();
     resampler_(
         resample_launch<T>{reinterpret_cast<const resample_job*>(block),
                            reinterpret_cast<const std::int32_t*>(block + jobs.table_offset()),
                            static_cast<std::int32_t>(jobs.jobs().size()), jobs.most_kept_rows(),
                            jobs.most_out_rows(), format_,
-                           static_cast<const std::uint8_t*>(decoded_.data),
-                           static_cast<std::uint8_t*>(kept_.data), out},
+                           static_cast<const std::uint8_t*>(decoded_.data()),
+                           static_cast<std::uint8_t*>(kept_.data()), out},
         stream);
     // The CPU path's images: decoded by the plan's maker on its own thread, or here.
     const T* by_plan = reinterpret_cast<const T*>(plan.host_samples_);
-    T* staged = static_cast<T*>(staged_samples_.data);
+    T* staged = static_cast<T*>(staged_samples_.data());
     for (std::size_t k = 0; k < plan.host_list_.size(); ++k) {
       const std::size_t i = plan.host_list_[k];
       const T* from = nullptr;
@@ -639,7 +903,7 @@ class basic_nvjpeg_batch_decoder {
 
   nvjpegImage_t destination(const nvjpeg_batch_plan& plan, std::size_t i) const noexcept {
     nvjpegImage_t image{};
-    image.channel[0] = static_cast<unsigned char*>(decoded_.data) + plan.offsets_[i];
+    image.channel[0] = static_cast<unsigned char*>(decoded_.data()) + plan.offsets_[i];
     image.pitch[0] = plan.pitches_[i];
     return image;
   }
@@ -707,69 +971,39 @@ class basic_nvjpeg_batch_decoder {
     ::crema::detail::grow_nvjpeg(handle, first + hybrid_list_.size(), params_);
     for (std::size_t k = 0; k < hybrid_list_.size(); ++k) {
       const std::size_t i = hybrid_list_[k];
-      const hybrid_state& state = states_[k];
+      nvjpegJpegState_t state = states_[k].state.get();
       nvjpegJpegStream_t parsed = streams_[k].get();
       nvjpegDecodeParams_t params = params_[first + k].get();
       const auto* data = reinterpret_cast<const unsigned char*>(images[i].bytes.data());
-      nvjpegStatus_t host =
+      const nvjpegStatus_t parse =
           nvjpegJpegStreamParse(handle, data, images[i].bytes.size(), 0, 0, parsed);
-      if (host == NVJPEG_STATUS_SUCCESS) {
-        ::crema::detail::set_nvjpeg_window(params, output_format_, plan.geometries_[i].window);
-        host = nvjpegDecodeJpegHost(handle, hybrid, state.state, params, parsed);
+      if (parse != NVJPEG_STATUS_SUCCESS) {  // as the host phase would fail
+        ::crema::detail::fail<format_error>("image {}: nvJPEG cannot decode it: {}", images[i].key,
+                                            ::crema::detail::nvjpeg_status_name(parse));
       }
-      if (host != NVJPEG_STATUS_SUCCESS) {
-        if (::crema::detail::nvjpeg_blames_image(host)) {
-          ::crema::detail::fail<format_error>("image {}: nvJPEG cannot decode it: {}",
-                                              images[i].key,
-                                              ::crema::detail::nvjpeg_status_name(host));
-        }
-        ::crema::detail::nvjpeg_check(host, "nvjpegDecodeJpegHost");
-      }
-      CREMA_NVJPEG_TRY(
-          nvjpegDecodeJpegTransferToDevice(handle, hybrid, state.state, parsed, stream));
+      ::crema::detail::set_nvjpeg_window(params, output_format_, plan.geometries_[i].window);
+      ::crema::detail::nvjpeg_host_phase(handle, hybrid, state, params, parsed, images[i].key);
+      CREMA_NVJPEG_TRY(nvjpegDecodeJpegTransferToDevice(handle, hybrid, state, parsed, stream));
       nvjpegImage_t to = destination(plan, i);
-      CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle, hybrid, state.state, &to, stream));
+      CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle, hybrid, state, &to, stream));
     }
   }
 
   void add_state() {
     const nvjpegHandle_t handle = library_->handle();
-    hybrid_state state;
-    try {
-      CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle, library_->hybrid(), &state.state));
-      CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &state.pinned));
-      CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle, nullptr, &state.device));
-      CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state.state, state.pinned));
-      CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state.state, state.device));
-    } catch (...) {
-      destroy(state);
-      throw;
-    }
-    states_.push_back(state);
-  }
-
-  static void destroy(hybrid_state& state) noexcept {
-    if (state.state != nullptr) (void)nvjpegJpegStateDestroy(state.state);
-    if (state.pinned != nullptr) (void)nvjpegBufferPinnedDestroy(state.pinned);
-    if (state.device != nullptr) (void)nvjpegBufferDeviceDestroy(state.device);
-    state = {};
-  }
-
-  // Grown, never shrunk; only while no work of this decoder is queued (wait_idle ran).
-  static void reserve(gpu_bytes& buffer, std::size_t bytes) {
-    if (bytes <= buffer.size) return;
-    const std::size_t size = std::max(bytes, buffer.size + buffer.size / 4);
-    free_bytes(buffer);
-    CREMA_CUDA_TRY(buffer.pinned ? cudaMallocHost(&buffer.data, size)
-                                 : cudaMalloc(&buffer.data, size));
-    buffer.size = size;
-  }
-  static void free_bytes(gpu_bytes& buffer) noexcept {
-    if (buffer.data != nullptr) {
-      (void)(buffer.pinned ? cudaFreeHost(buffer.data) : cudaFree(buffer.data));
-    }
-    buffer.data = nullptr;
-    buffer.size = 0;
+    hybrid_state made;
+    nvjpegBufferPinned_t pinned = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &pinned));
+    made.pinned.reset(pinned);
+    nvjpegBufferDevice_t device = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle, nullptr, &device));
+    made.device.reset(device);
+    nvjpegJpegState_t state = nullptr;
+    CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle, library_->hybrid(), &state));
+    made.state.reset(state);
+    CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state, pinned));
+    CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state, device));
+    states_.push_back(std::move(made));
   }
 
   void release() noexcept {
@@ -778,10 +1012,10 @@ class basic_nvjpeg_batch_decoder {
     own_plan_.reset();
     streams_.clear();
     params_.clear();
-    for (hybrid_state& state : states_) destroy(state);
     states_.clear();
-    for (gpu_bytes* buffer : {&decoded_, &kept_, &block_, &staged_block_, &staged_samples_}) {
-      free_bytes(*buffer);
+    for (::crema::detail::gpu_bytes* buffer :
+         {&decoded_, &kept_, &block_, &staged_block_, &staged_samples_}) {
+      buffer->release();
     }
     if (done_ != nullptr) (void)cudaEventDestroy(done_);
     done_ = nullptr;
@@ -811,11 +1045,11 @@ class basic_nvjpeg_batch_decoder {
   std::vector<std::size_t> batch_lengths_;
   image_array batch_images_;
   std::vector<nvjpegDecodeParams_t> batch_params_;
-  gpu_bytes decoded_;                         // the decoded windows
-  gpu_bytes kept_;                            // the horizontal pass's rows
-  gpu_bytes block_;                           // the jobs and their table
-  gpu_bytes staged_block_{.pinned = true};    // block_'s bytes, made on the host
-  gpu_bytes staged_samples_{.pinned = true};  // the CPU path's samples
+  ::crema::detail::gpu_bytes decoded_;               // the decoded windows
+  ::crema::detail::gpu_bytes kept_;                  // the horizontal pass's rows
+  ::crema::detail::gpu_bytes block_;                 // the jobs and their table
+  ::crema::detail::gpu_bytes staged_block_{true};    // block_'s bytes, made on the host (pinned)
+  ::crema::detail::gpu_bytes staged_samples_{true};  // the CPU path's samples (pinned)
   nvjpeg_batch_counts counts_;
 };
 

@@ -55,14 +55,14 @@ namespace crema::cuda {
 /// summed over its producers (steady clock): what to look at when choosing its decoders.
 struct nvjpeg_feed_times {
   std::uint64_t batches = 0;  ///< the batches finished
-  /// planning them (headers, windows, nvJPEG's parse, the CPU path's images), before a decoder
-  /// is needed
+  /// planning them (headers, windows, nvJPEG's parse, the CPU path's images, the GPU-assisted
+  /// decoder's host phase), before a decoder is needed
   std::chrono::nanoseconds planning{0};
   /// waiting for a decoder while every one was lent (decoding on the CPU meanwhile, if allowed)
   std::chrono::nanoseconds borrowing{0};
   /// in a decoder's turn, waiting for its previous batch to be done on the device
   std::chrono::nanoseconds waiting{0};
-  /// in a decoder's turn, queueing the work (nvJPEG's host part, the kernels)
+  /// in a decoder's turn, queueing the work (the hardware engine's batch, the kernels)
   std::chrono::nanoseconds queueing{0};
 };
 
@@ -175,10 +175,14 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] std::uint64_t host_decoded() const noexcept {
       return host_decoded_.load(std::memory_order_relaxed);
     }
-    /// @return the images nvJPEG or its engine does not take, which producers decoded on the CPU
-    /// path
+    /// @return the images nvJPEG does not take, which producers decoded on the CPU path
     [[nodiscard]] std::uint64_t refused() const noexcept {
       return refused_.load(std::memory_order_relaxed);
+    }
+    /// @return the images producers decoded with nvJPEG's GPU-assisted decoder, the host's part
+    /// on their threads
+    [[nodiscard]] std::uint64_t ahead() const noexcept {
+      return ahead_.load(std::memory_order_relaxed);
     }
     /// @return where the batches' finishing steps spent the host's time so far
     [[nodiscard]] nvjpeg_feed_times times() const noexcept {
@@ -262,6 +266,7 @@ class basic_nvjpeg_batcher {
     std::deque<shelf> shelves_;  // a deque: the references borrow holds stay valid
     std::atomic<std::uint64_t> host_decoded_{0};
     std::atomic<std::uint64_t> refused_{0};
+    std::atomic<std::uint64_t> ahead_{0};
     std::atomic<std::uint64_t> batches_{0};
     std::atomic<std::int64_t> planning_ns_{0};
     std::atomic<std::int64_t> borrowing_ns_{0};
@@ -322,8 +327,9 @@ class basic_nvjpeg_batcher {
     }
 
     /// @brief The finishing step (the producer's): plans the decoding of the batch's
-    /// `info.size` images and decodes those nvJPEG does not take on the CPU path (both on this
-    /// thread, before a decoder is needed), then decodes the rest on the batch's stream into its
+    /// `info.size` images, decodes those nvJPEG does not take on the CPU path and has those of
+    /// its GPU-assisted decoder decoded, the host's part here (all on this thread, before a
+    /// decoder is needed), then decodes the rest on the batch's stream into its
     /// device memory with a decoder of the batcher's for that device (the device made current
     /// meanwhile). While every one is lent, decodes its last images on the CPU path itself, up
     /// to the batcher's `max_host_share`, then waits for one; uploads those samples and the
@@ -348,9 +354,11 @@ class basic_nvjpeg_batcher {
       const std::span<const encoded_image> images =
           std::span<const encoded_image>(images_).first(size_);
       plan_->make(images);
-      // What nvJPEG does not take, and what its engine refuses, decoded here too: not in the
-      // turn of a decoder other producers wait for.
-      plan_->send_engine_refusals_to_host();
+      // The GPU-assisted decoder's images (what the engine refuses; every JPEG without one) and
+      // what nvJPEG does not take, decoded here too: not in the turn of a decoder other
+      // producers wait for.
+      plan_->decode_hybrid(images);
+      decoders_->ahead_.fetch_add(plan_->ahead().size(), std::memory_order_relaxed);
       const std::span<const std::size_t> refused = plan_->on_host();
       if (!refused.empty()) {
         if (refused_samples_.size() < refused.size() * shape_.elements()) {
@@ -533,10 +541,13 @@ class basic_nvjpeg_batcher {
   [[nodiscard]] std::size_t decoders_made(int device) const { return decoders_->made(device); }
   /// @return the images its producers decoded on the CPU while every decoder was lent
   [[nodiscard]] std::uint64_t host_decoded() const noexcept { return decoders_->host_decoded(); }
-  /// @return the images nvJPEG does not take (not JPEGs, CMYK, streams cut short) and, where the
-  /// hardware engine is in use, those it refuses (progressive JPEGs): decoded by its producers on
-  /// the CPU path before they borrow a decoder
+  /// @return the images nvJPEG does not take (not JPEGs, CMYK, streams cut short): decoded by
+  /// its producers on the CPU path before they borrow a decoder
   [[nodiscard]] std::uint64_t refused() const noexcept { return decoders_->refused(); }
+  /// @return the images of nvJPEG's GPU-assisted decoder (those the hardware engine refuses, such
+  /// as progressive JPEGs; every JPEG where there is no engine): their host phase (Huffman
+  /// decoding) done by its producers before they borrow a decoder, the rest queued on the GPU
+  [[nodiscard]] std::uint64_t decoded_ahead() const noexcept { return decoders_->ahead(); }
   /// @return where its batches' finishing steps spent the host's time so far
   [[nodiscard]] nvjpeg_feed_times times() const noexcept { return decoders_->times(); }
   /// @return the decoders its copies share (to hold one back in a test, say)
