@@ -6,6 +6,9 @@
 //               host's time (nvjpeg_feed_times);
 //               crema-nvjpeg: more or fewer decoders, or one each, or a share of each batch
 //               decoded on the CPU while every decoder is lent, beside it
+//   crema-hybrid  nvjpeg_batcher without the hardware engine, as on GPUs that have none: each
+//               producer decodes its JPEGs with nvJPEG's GPU-assisted decoder, the Huffman
+//               decoding on its own thread, the rest on the GPU
 //   crema-cuda  image_batcher into CUDA device_batches: decoded and resampled on the CPU, uploaded
 //   baseline    the same image_batcher into host batches: what the CPU alone delivers, measured
 //               in the same run (the ratio table pairs nvJPEG with it on the same threads)
@@ -224,6 +227,10 @@ void nvjpeg_passes(benchmark::State& state, const Options& options) {
 
 void nvjpeg_input(benchmark::State& state) {
   nvjpeg_passes(state, crema::cuda::nvjpeg_batcher_options{});
+}
+
+void nvjpeg_input_without_engine(benchmark::State& state) {
+  nvjpeg_passes(state, crema::cuda::nvjpeg_batcher_options{.decoding = {.hardware = false}});
 }
 
 void nvjpeg_input_setting(benchmark::State& state) {
@@ -466,6 +473,13 @@ void nvjpeg_alone(benchmark::State& state, nvjpeg_calls calls) {
 
 BENCHMARK(nvjpeg_input)->Name("crema/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(nvjpeg_input_setting)->Name("crema-nvjpeg/jpeg_input/rrc")->Apply(by_setting);
+BENCHMARK(nvjpeg_input_without_engine)
+    ->Name("crema-hybrid/jpeg_input/rrc")
+    ->ArgName("threads")
+    ->Arg(4)
+    ->Arg(16)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(cuda_input)->Name("crema-cuda/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK(host_input)->Name("baseline/jpeg_input/rrc")->Apply(by_threads);
 BENCHMARK_CAPTURE(nvjpeg_alone, plain, nvjpeg_calls::plain)
@@ -540,6 +554,18 @@ int main(int argc, char** argv) {
           fmt::print("  {} threads: {:.0f}; {:.0f}; {:.0f}, {:.0f}\n", threads,
                      reporter.counter(of, "plan_us"), reporter.counter(of, "borrow_us"),
                      reporter.counter(of, "turn_wait_us"), reporter.counter(of, "turn_queue_us"));
+        }
+        for (const long threads : {4L, 16L}) {
+          const std::string of = name("crema-hybrid", threads);
+          const double hybrid = rate(of);
+          const double host = rate(name("baseline", threads));
+          if (hybrid <= 0 || host <= 0) continue;
+          fmt::print(
+              "  {} threads without the engine (GPU-assisted, Huffman decoding on the producers): "
+              "{:.0f} ({:.3f} of host batches); planning {:.0f} us a batch, in the turn {:.0f} us; "
+              "host {:.1f} us a sample\n",
+              threads, hybrid, hybrid / host, reporter.counter(of, "plan_us"),
+              reporter.counter(of, "turn_queue_us"), reporter.counter(of, "host_cpu_us"));
         }
         for (const auto& [threads, decoders, host] : nvjpeg_settings) {
           const std::string of = fmt::format(
