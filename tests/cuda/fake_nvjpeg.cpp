@@ -27,6 +27,8 @@ std::atomic<std::size_t> host_huffman_phases{0};
 std::atomic<std::size_t> gpu_huffman_phases{0};
 std::atomic<std::size_t> parsed_streams{0};
 std::atomic<std::size_t> initialized_states{0};
+std::atomic<std::size_t> pooled_states{0};
+std::atomic<std::size_t> pool_refusals{0};
 std::atomic<std::size_t> pageable_inputs{0};
 std::atomic<std::size_t> alive{0};
 
@@ -63,6 +65,8 @@ decoded counts() noexcept {
           .gpu_huffman = gpu_huffman_phases.load(),
           .parsed = parsed_streams.load(),
           .initialized = initialized_states.load(),
+          .pooled = pooled_states.load(),
+          .pool_refusals = pool_refusals.load(),
           .pageable_inputs = pageable_inputs.load()};
 }
 
@@ -325,6 +329,22 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecoderJpegSupported(nvjpegJpegDecoder_t, nvjpegJ
   return NVJPEG_STATUS_SUCCESS;
 }
 
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedPreAllocate(nvjpegHandle_t handle,
+                                                        nvjpegJpegState_t state, int batch_size,
+                                                        int width, int height,
+                                                        nvjpegChromaSubsampling_t,
+                                                        nvjpegOutputFormat_t format) {
+  if (handle->how.pool_refused) {
+    ++fake::pool_refusals;
+    return NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED;
+  }
+  if (!handle->hardware || state == nullptr || batch_size <= 0 || width <= 0 || height <= 0 ||
+      pixel_format(format) < 0) {
+    return NVJPEG_STATUS_INVALID_PARAMETER;
+  }
+  ++fake::pooled_states;
+  return NVJPEG_STATUS_SUCCESS;
+}
 nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle,
                                                        nvjpegJpegState_t state, int batch_size, int,
                                                        nvjpegOutputFormat_t) {

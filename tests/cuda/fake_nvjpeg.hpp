@@ -16,6 +16,8 @@ struct behaviour {
   bool hardware_engine = true;      ///< nvjpegCreateEx with the hardware backend succeeds
   bool engine_takes_images = true;  ///< nvjpegDecodeBatchedSupportedEx takes baseline JPEGs
   bool batch_fails = false;         ///< nvjpegDecodeBatchedEx answers NVJPEG_STATUS_BAD_JPEG
+  /// nvjpegDecodeBatchedPreAllocate answers NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED
+  bool pool_refused = false;
   /// nvjpegDecodeJpegHost answers NVJPEG_STATUS_BAD_JPEG (from when it is set, for every handle)
   bool hybrid_fails = false;
 };
@@ -32,8 +34,10 @@ struct decoded {
   std::size_t host_huffman = 0;
   /// host phases of a decoder whose Huffman decoding is the GPU's (NVJPEG_BACKEND_GPU_HYBRID)
   std::size_t gpu_huffman = 0;
-  std::size_t parsed = 0;       ///< streams parsed by nvjpegJpegStreamParse
-  std::size_t initialized = 0;  ///< batched states set up by nvjpegDecodeBatchedInitialize
+  std::size_t parsed = 0;         ///< streams parsed by nvjpegJpegStreamParse
+  std::size_t initialized = 0;    ///< batched states set up by nvjpegDecodeBatchedInitialize
+  std::size_t pooled = 0;         ///< engine pools set up by nvjpegDecodeBatchedPreAllocate
+  std::size_t pool_refusals = 0;  ///< nvjpegDecodeBatchedPreAllocate calls refused
   /// images nvjpegDecodeBatchedEx read from pageable memory, which a GPU's engine copies through
   /// the driver's staging (cudaPointerGetAttributes: not pinned)
   std::size_t pageable_inputs = 0;

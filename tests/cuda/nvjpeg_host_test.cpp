@@ -182,7 +182,28 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       check_samples(options, fewer, decode<float>(gpu, fewer));
       check_samples(options, in, decode<float>(gpu, in));
       CHECK(fake::counts().initialized - before.initialized == 3);
+      // The engine's buffers pooled before its first batch, again only for a larger one.
+      CHECK(fake::counts().pooled - before.pooled == 1);
+      const batch_input more = photographs(4);
+      check_samples(options, more, decode<float>(gpu, more));
+      CHECK(fake::counts().pooled - before.pooled == 2);
     }
+  }
+
+  TEST_CASE(
+      "where nvJPEG refuses to pool the engine's buffers, batches decode without, once asked") {
+    fake::set({.pool_refused = true});
+    const auto options = every_kind().front();
+    decoder gpu(options);
+    const auto before = fake::counts();
+    for (const std::size_t copies : {2, 3, 4}) {
+      const batch_input in = photographs(copies);
+      check_samples(options, in, decode<float>(gpu, in));
+      CHECK(gpu.last_batch().hardware == 2 * copies);
+    }
+    CHECK(fake::counts().pool_refusals - before.pool_refusals == 1);
+    CHECK(fake::counts().pooled == before.pooled);
+    fake::set({});
   }
 
   TEST_CASE("without a hardware engine, the GPU-assisted decoder gives the same samples") {
