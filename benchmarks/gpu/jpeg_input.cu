@@ -18,10 +18,13 @@
 //               feed comes near it, nvJPEG (or its engine) is the bound, not crema.
 //               decode_pageable: the same from pageable memory, which the engine reads through
 //               the driver's staging (crema's batches keep their bytes pinned since 507bebd).
+//               decode_pooled: the same, the engine's buffers pooled first
+//               (nvjpegDecodeBatchedPreAllocate), as crema's decoder does.
 //               decode_as_crema: the same images through the calls crema's decoder makes (chroma
-//               interpolated, each image parsed and checked, nvjpegDecodeBatchedEx), so that a
-//               gap between the two is the calls' cost (each thread makes them all in turn;
-//               crema's producers parse before they borrow one of the 4 decoders)
+//               interpolated, the engine's buffers pooled, each image parsed and checked,
+//               nvjpegDecodeBatchedEx), so that a gap between the two is the calls' cost (each
+//               thread makes them all in turn; crema's producers parse before they borrow one of
+//               the 4 decoders)
 // The folder: CREMA_BENCH_JPEG_FOLDER (benchmarks/jpeg_input/make_dataset.py makes one), else 512
 // JPEGs cut here from the test photographs (CREMA_TEST_DATA_DIR, which the bundle's run.sh sets),
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x
@@ -313,7 +316,8 @@ const encoded_folder& encoded() {
 enum class nvjpeg_calls {
   plain,     // nvjpegDecodeBatched, the state initialised once, no flags, pinned input
   pageable,  // the same, the input in pageable memory
-  as_crema,  // what basic_nvjpeg_batch_decoder calls, on whole images, pinned input
+  pooled,    // the same as plain, the engine's buffers pooled first (PreAllocate)
+  as_crema,  // what basic_nvjpeg_batch_decoder calls, on whole images, pinned input (pooled)
 };
 
 // One benchmark thread's nvJPEG: a handle (the hardware engine's where it starts), a batched
@@ -333,6 +337,15 @@ class nvjpeg_alone_decoder {
     }
     try {
       CREMA_NVJPEG_TRY(nvjpegJpegStateCreate(handle_, &state_));
+      if (hardware_ && (calls == nvjpeg_calls::pooled || calls == nvjpeg_calls::as_crema)) {
+        // As crema does: for the folder's largest frame; refused, the batches go without.
+        const encoded_folder& folder_bytes = encoded();
+        const int width = *std::max_element(folder_bytes.widths.begin(), folder_bytes.widths.end());
+        const int height =
+            *std::max_element(folder_bytes.heights.begin(), folder_bytes.heights.end());
+        (void)nvjpegDecodeBatchedPreAllocate(handle_, state_, static_cast<int>(batch_size), width,
+                                             height, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+      }
       CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size),
                                                      1, NVJPEG_OUTPUT_RGBI));
       while (calls == nvjpeg_calls::as_crema && streams_.size() < batch_size) {
@@ -495,6 +508,11 @@ BENCHMARK_CAPTURE(nvjpeg_alone, pageable, nvjpeg_calls::pageable)
     ->Threads(4)
     ->Threads(16)
     ->UseRealTime();
+BENCHMARK_CAPTURE(nvjpeg_alone, pooled, nvjpeg_calls::pooled)
+    ->Name("baseline-nvjpeg/jpeg_input/decode_pooled")
+    ->Threads(4)
+    ->Threads(16)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(nvjpeg_alone, as_crema, nvjpeg_calls::as_crema)
     ->Name("baseline-nvjpeg/jpeg_input/decode_as_crema")
     ->Threads(4)
@@ -595,7 +613,8 @@ int main(int argc, char** argv) {
                      threads == 1 ? "" : "s", alone, feed, feed / alone);
           for (const auto& [variant, how] :
                {std::pair{"decode_as_crema", "through crema's calls"},
-                std::pair{"decode_pageable", "from pageable memory"}}) {
+                std::pair{"decode_pageable", "from pageable memory"},
+                std::pair{"decode_pooled", "its engine's buffers pooled"}}) {
             const double other = reporter.counter(
                 fmt::format("baseline-nvjpeg/jpeg_input/{}/real_time/threads:{}", variant, threads),
                 "items_per_second");
