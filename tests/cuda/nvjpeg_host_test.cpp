@@ -146,6 +146,21 @@ bool give_back_after(std::optional<Loan>& held, Condition happened) {
   return seen;
 }
 
+// One epoch of the folder at `root` through `batcher` (of one decoder, which the test holds until
+// `happened()`, as give_back_after says), read after `compute` waits for each batch. @return the
+// batches, and whether it happened while the decoder was held.
+template <class Batcher, class Condition>
+std::pair<batches, bool> epoch_while_held(const std::filesystem::path& root, const Batcher& batcher,
+                                          Condition happened) {
+  std::optional<typename Batcher::decoder_pool::loan> held(batcher.decoders().borrow(0));
+  std::atomic<bool> seen{false};
+  std::thread give_back([&] { seen = give_back_after(held, happened); });
+  crema::cuda_stream compute;
+  batches got = epoch(root, batcher, 1, read_device_batch(compute));
+  give_back.join();
+  return {std::move(got), seen.load()};
+}
+
 std::vector<crema::image_transform_options> every_kind() {
   return {
       {.geometry = crema::random_resized_crop{.height = 64, .width = 56},
@@ -661,19 +676,12 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     const batcher_type batcher(options, {.decoders = 1});
-    std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
     const std::size_t parsed_before = fake::counts().parsed;
-    std::atomic<bool> parsed_while_held{false};
-    std::thread give_back([&] {
-      // While the test holds the only decoder, the first batch's producer parses its JPEGs (3
-      // or 4: the folder holds one PNG), then waits for the decoder.
-      parsed_while_held =
-          give_back_after(held, [&] { return fake::counts().parsed - parsed_before >= 3; });
-    });
-    crema::cuda_stream compute;
-    const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
-    give_back.join();
-    CHECK(parsed_while_held.load());
+    // While the test holds the only decoder, the first batch's producer parses its JPEGs (3 or 4:
+    // the folder holds one PNG), then waits for the decoder.
+    const auto [got, parsed_while_held] = epoch_while_held(
+        scratch.path(), batcher, [&] { return fake::counts().parsed - parsed_before >= 3; });
+    CHECK(parsed_while_held);
     CHECK(got == expected);
     // The producers' times: every batch's planning and queueing, and the first one's wait for
     // the decoder the test held.
@@ -698,16 +706,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     const batcher_type batcher(options, {.decoders = 1});
-    std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
-    std::atomic<bool> decoded_while_held{false};
-    std::thread give_back([&] {
-      // While the test holds the only decoder, the first batch's producer decodes its PNGs.
-      decoded_while_held = give_back_after(held, [&] { return batcher.refused() > 0; });
-    });
-    crema::cuda_stream compute;
-    const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
-    give_back.join();
-    CHECK(decoded_while_held.load());
+    // While the test holds the only decoder, the first batch's producer decodes its PNGs.
+    const auto [got, decoded_while_held] =
+        epoch_while_held(scratch.path(), batcher, [&] { return batcher.refused() > 0; });
+    CHECK(decoded_while_held);
     CHECK(got == expected);
     CHECK(batcher.refused() == 9);  // the eight written and the folder's own
     CHECK(batcher.host_decoded() == 0);
@@ -721,21 +723,14 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     const batcher_type batcher(options, {.decoders = 1});
-    std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
     const auto before = fake::counts();
-    std::atomic<bool> decoded_while_held{false};
-    std::thread give_back([&] {
-      // While the test holds the only decoder, the first batch's producer decodes its JPEGs (3
-      // or 4: the folder holds one PNG) through the GPU-assisted decoder's phases.
-      decoded_while_held = give_back_after(held, [&] {
-        const auto now = fake::counts();
-        return now.host_huffman - before.host_huffman >= 3 && now.hybrid - before.hybrid >= 3;
-      });
+    // While the test holds the only decoder, the first batch's producer decodes its JPEGs (3 or 4:
+    // the folder holds one PNG) through the GPU-assisted decoder's phases.
+    const auto [got, decoded_while_held] = epoch_while_held(scratch.path(), batcher, [&] {
+      const auto now = fake::counts();
+      return now.host_huffman - before.host_huffman >= 3 && now.hybrid - before.hybrid >= 3;
     });
-    crema::cuda_stream compute;
-    const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
-    give_back.join();
-    CHECK(decoded_while_held.load());
+    CHECK(decoded_while_held);
     CHECK(got == expected);
     CHECK(batcher.decoded_ahead() == 15);
     CHECK(batcher.refused() == 1);
