@@ -323,9 +323,14 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedSupportedEx(nvjpegHandle_t handle,
   *supported = handle->hardware && handle->how.engine_takes_images && !stream->progressive ? 0 : 1;
   return NVJPEG_STATUS_SUCCESS;
 }
-nvjpegStatus_t NVJPEGAPI nvjpegDecoderJpegSupported(nvjpegJpegDecoder_t, nvjpegJpegStream_t stream,
-                                                    nvjpegDecodeParams_t, int* supported) {
-  *supported = stream->components == 4 ? 1 : 0;
+// Neither GPU-assisted decoder takes four components; the GPU's Huffman decoding takes no
+// progressive JPEG (NVIDIA's DALI never gives it one).
+nvjpegStatus_t NVJPEGAPI nvjpegDecoderJpegSupported(nvjpegJpegDecoder_t decoder,
+                                                    nvjpegJpegStream_t stream, nvjpegDecodeParams_t,
+                                                    int* supported) {
+  const bool refused = stream->components == 4 ||
+                       (decoder->backend == NVJPEG_BACKEND_GPU_HYBRID && stream->progressive);
+  *supported = refused ? 1 : 0;
   return NVJPEG_STATUS_SUCCESS;
 }
 

@@ -246,14 +246,32 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   TEST_CASE("images above gpu_huffman_above_pixels have their Huffman decoding on the GPU") {
     fake::set({.hardware_engine = false});
     const auto options = every_kind().front();
+    batch_input in = photographs(2);
+    in.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 11);
     // astronaut.jpg has 65,536 pixels, coffee.jpg 43,263.
     decoder gpu(options, {.gpu_huffman_above_pixels = 50'000});
-    const batch_input in = photographs(2);
-    const auto before = fake::counts();
+    auto before = fake::counts();
     check_samples(options, in, decode<float>(gpu, in));
     CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 2);
-    CHECK(fake::counts().host_huffman - before.host_huffman == 2);
-    CHECK(gpu.last_batch().ahead == 4);
+    CHECK(fake::counts().host_huffman - before.host_huffman == 3);
+    CHECK(gpu.last_batch().ahead == 5);
+    // All above: the progressive one still on the host, which the GPU's Huffman decoding does
+    // not take; so in the decoder's call, for a plan whose maker did not decode ahead.
+    decoder all_gpu(options, {.gpu_huffman_above_pixels = 0});
+    before = fake::counts();
+    check_samples(options, in, decode<float>(all_gpu, in));
+    CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 4);
+    CHECK(fake::counts().host_huffman - before.host_huffman == 1);
+    crema::cuda::nvjpeg_batch_plan plan(all_gpu.library(), options);
+    plan.make(in.images);
+    std::vector<float> out(in.images.size() * all_gpu.shape().elements());
+    before = fake::counts();
+    all_gpu.decode(plan, std::span<const crema::cuda::encoded_image>(in.images), out.data(),
+                   nullptr);
+    check_samples(options, in, out);
+    CHECK(all_gpu.last_batch().hybrid == 5);
+    CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 4);
+    CHECK(fake::counts().host_huffman - before.host_huffman == 1);
     fake::set({});
   }
 

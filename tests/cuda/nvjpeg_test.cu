@@ -292,8 +292,11 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
   const crema::test::batches batches =
       crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
   check_within_bound(batches, expected);
-  CHECK(batcher.refused() == 1);  // the folder's PNG
-  CHECK(batcher.decoded_ahead() == (engine_refused ? 2 : 0));
+  // What the engine refuses goes to the GPU-assisted decoders where one takes it, else to the
+  // CPU path; the folder's PNG to the CPU path.
+  MESSAGE(fmt::format("through the batcher: {} decoded ahead, {} on the CPU path",
+                      batcher.decoded_ahead(), batcher.refused()));
+  CHECK(batcher.decoded_ahead() + batcher.refused() == (engine_refused ? 3 : 1));
 }
 
 TEST_CASE(
@@ -317,8 +320,12 @@ TEST_CASE(
     CHECK_FALSE(decoder.hardware());
     const std::vector<float> first = decode_on_gpu<float>(decoder, in);
     const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
-    CHECK(counts.ahead == in.images.size() - 1);
-    CHECK(counts.host == 1);  // the PNG
+    MESSAGE(
+        fmt::format("{} decoded ahead, {} on the CPU path (the PNG, and the progressive JPEG "
+                    "where neither GPU-assisted decoder takes it)",
+                    counts.ahead, counts.host));
+    CHECK(counts.ahead >= in.images.size() - 2);  // the baseline photographs at least
+    CHECK(counts.ahead + counts.host == in.images.size());
     const difference d = compare(cpu.data(), first.data(), cpu.size(), 255.0);
     MESSAGE(
         fmt::format("Huffman decoding on the GPU above {} pixels: mean difference {:.3f}, "

@@ -93,7 +93,6 @@ template <class Handle, auto Destroy>
 using nvjpeg_owned = std::unique_ptr<std::remove_pointer_t<Handle>, nvjpeg_deleter<Destroy>>;
 using nvjpeg_stream = nvjpeg_owned<nvjpegJpegStream_t, &nvjpegJpegStreamDestroy>;
 using nvjpeg_params = nvjpeg_owned<nvjpegDecodeParams_t, &nvjpegDecodeParamsDestroy>;
-using nvjpeg_decoder = nvjpeg_owned<nvjpegJpegDecoder_t, &nvjpegDecoderDestroy>;
 using nvjpeg_state = nvjpeg_owned<nvjpegJpegState_t, &nvjpegJpegStateDestroy>;
 using nvjpeg_pinned_buffer = nvjpeg_owned<nvjpegBufferPinned_t, &nvjpegBufferPinnedDestroy>;
 using nvjpeg_device_buffer = nvjpeg_owned<nvjpegBufferDevice_t, &nvjpegBufferDeviceDestroy>;
@@ -168,25 +167,14 @@ inline void set_nvjpeg_window(nvjpegDecodeParams_t params, nvjpegOutputFormat_t 
 
 // The GPU-assisted decoding a plan's maker does itself (`nvjpeg_batch_plan::decode_hybrid`), on
 // a stream of its own, into device memory of its own from which a decoder copies the windows in
-// its turn. It has GPU-assisted decoders of its own, one a lane: lane 0's Huffman decoding is the
-// host's (NVJPEG_BACKEND_HYBRID; none where nvJPEG cannot make it), lane 1's the GPU's. Each image
-// has a state of its own for each lane; the host phases write two pinned buffers in turn and the
-// transfers one device buffer, so the host decodes an image while the GPU decodes the one
-// before, and waits for that one before queueing the next (as NVIDIA's DALI does on its decoding
-// threads, with decoders of their own). Made and used with the plan's device current.
+// its turn. Each image has a state of its own for each of the library's GPU-assisted decoders
+// (a lane each); the host phases write two pinned buffers in turn and the transfers one device
+// buffer, so the host decodes an image while the GPU decodes the one before, and waits for that
+// one before queueing the next (as NVIDIA's DALI does on its decoding threads). Made and used with
+// the plan's device current.
 class nvjpeg_ahead {
  public:
   explicit nvjpeg_ahead(nvjpegHandle_t handle) : stream_(cuda::current_device(), host_wait::sleep) {
-    for (const std::size_t lane : {0U, 1U}) {
-      nvjpegJpegDecoder_t made = nullptr;
-      const nvjpegStatus_t status = nvjpegDecoderCreate(
-          handle, lane == 0 ? NVJPEG_BACKEND_HYBRID : NVJPEG_BACKEND_GPU_HYBRID, &made);
-      if (status == NVJPEG_STATUS_SUCCESS) {
-        decoders_[lane].reset(made);
-      } else if (lane == 1) {
-        nvjpeg_check(status, "nvjpegDecoderCreate");
-      }
-    }
     for (nvjpeg_pinned_buffer& buffer : pinned_) {
       nvjpegBufferPinned_t made = nullptr;
       CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &made));
@@ -227,15 +215,11 @@ class nvjpeg_ahead {
     return windows_.bytes();
   }
 
-  // Lane `lane`'s decoder; none for lane 0 where nvJPEG could not make it.
-  [[nodiscard]] nvjpegJpegDecoder_t decoder(std::size_t lane) const noexcept {
-    return decoders_[lane].get();
-  }
-
-  // Decodes one image of the batch with lane `lane`'s decoder and k-th state, into `to`.
-  void decode(nvjpegHandle_t handle, std::size_t lane, std::size_t k, nvjpegJpegStream_t parsed,
-              nvjpegDecodeParams_t params, nvjpegImage_t to, std::string_view key) {
-    nvjpegJpegDecoder_t decoder = decoders_[lane].get();
+  // Decodes one image of the batch with `decoder` (of lane `lane`) and that lane's k-th state,
+  // into `to`.
+  void decode(nvjpegHandle_t handle, nvjpegJpegDecoder_t decoder, std::size_t lane, std::size_t k,
+              nvjpegJpegStream_t parsed, nvjpegDecodeParams_t params, nvjpegImage_t to,
+              std::string_view key) {
     nvjpegJpegState_t state = state_of(handle, decoder, lane, k);
     CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state, pinned_[next_pinned_].get()));
     next_pinned_ ^= 1U;  // the other one's image was transferred before the last wait below
@@ -272,7 +256,6 @@ class nvjpeg_ahead {
   }
 
   cuda_stream stream_;  // destroyed last
-  std::array<nvjpeg_decoder, 2> decoders_;
   std::array<nvjpeg_pinned_buffer, 2> pinned_;
   nvjpeg_device_buffer device_;
   std::array<std::vector<nvjpeg_state>, 2> states_;  // by lane, by image
@@ -317,7 +300,8 @@ struct nvjpeg_options {
   bool interpolate_chroma = true;
   /// Of the images the hardware engine does not decode, those of more pixels than this have
   /// their Huffman decoding done on the GPU; the others' is done on the host, by the thread
-  /// that plans them (`nvjpeg_batch_plan::decode_hybrid`). On one core, Huffman decoding takes
+  /// that plans them (`nvjpeg_batch_plan::decode_hybrid`) or decodes them; each the other way
+  /// where nvJPEG's decoder for it does not take the image. On one core, Huffman decoding takes
   /// longest for the largest images. NVIDIA's DALI draws the same line, by default at a million
   /// pixels.
   std::size_t gpu_huffman_above_pixels = 1'000'000;
@@ -338,19 +322,22 @@ struct nvjpeg_batch_counts {
 };
 
 /// @brief nvJPEG on one device: its library handle (the hardware engine's backend where the GPU
-/// has one and `nvjpeg_options::hardware` asks for it, else the default backend) and its
-/// GPU-assisted decoder. Shared, as nvJPEG allows, by the threads that use it, each with parsed
-/// streams, states and buffers of its own: a decoder's (`basic_nvjpeg_batch_decoder`), or the
-/// producers' that plan batches (`nvjpeg_batch_plan`, whose `decode_hybrid` makes GPU-assisted
-/// decoders of its own, as NVIDIA's DALI does). Made with its device current.
+/// has one and `nvjpeg_options::hardware` asks for it, else the default backend) and its two
+/// GPU-assisted decoders, whose Huffman decoding is the host's or the GPU's. Shared, as nvJPEG
+/// allows, by the threads that use it, each with parsed streams, states and buffers of its own:
+/// a decoder's (`basic_nvjpeg_batch_decoder`), or the producers' that plan batches
+/// (`nvjpeg_batch_plan`). Made with its device current.
 class nvjpeg_library {
  public:
+  /// The GPU-assisted decoders, by where their Huffman decoding runs.
+  enum class lane : std::uint8_t { host_huffman = 0, gpu_huffman = 1 };
+
   /// @throws crema::cuda_error if nvJPEG cannot be started (no device, no library)
   explicit nvjpeg_library(nvjpeg_options options = {})
       : gpu_huffman_above_(options.gpu_huffman_above_pixels) {
     const unsigned flags =
         options.interpolate_chroma ? unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION} : 0U;
-    // The hardware backend's handle also makes the GPU-assisted decoder; without the engine
+    // The hardware backend's handle also makes the GPU-assisted decoders; without the engine
     // (or the wish for it), the default backend's.
     if (options.hardware && nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, flags,
                                            &handle_) == NVJPEG_STATUS_SUCCESS) {
@@ -359,34 +346,61 @@ class nvjpeg_library {
       handle_ = nullptr;
       CREMA_NVJPEG_TRY(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, flags, &handle_));
     }
-    const nvjpegStatus_t made = nvjpegDecoderCreate(handle_, NVJPEG_BACKEND_GPU_HYBRID, &hybrid_);
-    if (made != NVJPEG_STATUS_SUCCESS) {
-      (void)nvjpegDestroy(handle_);
-      ::crema::detail::nvjpeg_check(made, "nvjpegDecoderCreate");
+    for (const lane which : {lane::host_huffman, lane::gpu_huffman}) {
+      const nvjpegStatus_t made = nvjpegDecoderCreate(
+          handle_, which == lane::host_huffman ? NVJPEG_BACKEND_HYBRID : NVJPEG_BACKEND_GPU_HYBRID,
+          &decoders_[static_cast<std::size_t>(which)]);
+      if (made != NVJPEG_STATUS_SUCCESS) {
+        release();
+        ::crema::detail::nvjpeg_check(made, "nvjpegDecoderCreate");
+      }
     }
   }
   nvjpeg_library(const nvjpeg_library&) = delete;
   nvjpeg_library& operator=(const nvjpeg_library&) = delete;
-  ~nvjpeg_library() {
-    (void)nvjpegDecoderDestroy(hybrid_);
-    (void)nvjpegDestroy(handle_);
-  }
+  ~nvjpeg_library() { release(); }
 
   [[nodiscard]] nvjpegHandle_t handle() const noexcept { return handle_; }
   /// @return whether the hardware engine is in use
   [[nodiscard]] bool hardware() const noexcept { return hardware_; }
-  /// @return the GPU-assisted decoder, its Huffman decoding on the GPU (its states are each
-  /// decoding thread's): what decides whether nvJPEG takes an image, and decodes those a
-  /// decoder's call does
-  [[nodiscard]] nvjpegJpegDecoder_t hybrid() const noexcept { return hybrid_; }
-  /// @return the most pixels of an image whose Huffman decoding `nvjpeg_batch_plan::decode_hybrid`
-  /// does on the host
-  [[nodiscard]] std::size_t gpu_huffman_above() const noexcept { return gpu_huffman_above_; }
+  /// @return the GPU-assisted decoder of `which` lane (its states are each decoding thread's)
+  [[nodiscard]] nvjpegJpegDecoder_t decoder(lane which) const noexcept {
+    return decoders_[static_cast<std::size_t>(which)];
+  }
+
+  /// @return the lane of the GPU-assisted decoder for a parsed image of `pixels` decoded with
+  /// `params`: the GPU's Huffman decoding for images of more pixels than
+  /// `nvjpeg_options::gpu_huffman_above_pixels`, the host's for the others, each where its
+  /// decoder takes the image and the other lane otherwise (NVIDIA's DALI gives the GPU's no
+  /// progressive JPEG); none where neither takes it
+  [[nodiscard]] std::optional<lane> gpu_assisted_lane(nvjpegJpegStream_t parsed,
+                                                      nvjpegDecodeParams_t params,
+                                                      std::size_t pixels) const {
+    const auto takes = [&](lane which) {
+      int refused = 1;  // nvJPEG's "is_supported": 0 when it takes the image
+      return nvjpegDecoderJpegSupported(decoder(which), parsed, params, &refused) ==
+                 NVJPEG_STATUS_SUCCESS &&
+             refused == 0;
+    };
+    const lane first = pixels > gpu_huffman_above_ ? lane::gpu_huffman : lane::host_huffman;
+    const lane second = first == lane::gpu_huffman ? lane::host_huffman : lane::gpu_huffman;
+    if (takes(first)) return first;
+    if (takes(second)) return second;
+    return std::nullopt;
+  }
 
  private:
+  void release() noexcept {
+    for (nvjpegJpegDecoder_t& made : decoders_) {
+      if (made != nullptr) (void)nvjpegDecoderDestroy(made);
+      made = nullptr;
+    }
+    (void)nvjpegDestroy(handle_);
+  }
+
   nvjpegHandle_t handle_ = nullptr;
   bool hardware_ = false;
-  nvjpegJpegDecoder_t hybrid_ = nullptr;
+  std::array<nvjpegJpegDecoder_t, 2> decoders_{};  // by lane
   std::size_t gpu_huffman_above_;
 };
 
@@ -429,6 +443,7 @@ class nvjpeg_batch_plan {
     geometries_.resize(n);
     flips_.resize(n);
     pixels_.resize(n);
+    lanes_.resize(n);
     places_.resize(n);
     size_ = 0;  // a plan that failed halfway plans nothing
     host_samples_ = nullptr;
@@ -481,21 +496,11 @@ class nvjpeg_batch_plan {
       const nvjpegHandle_t handle = library_->handle();
       for (std::size_t k = 0; k < ahead_list_.size(); ++k) {
         const std::size_t i = ahead_list_[k];
-        nvjpegJpegStream_t parsed = streams_[i].get();
-        nvjpegDecodeParams_t params = params_[i].get();
-        // The host's Huffman decoding where its decoder takes the image and the image is not
-        // too large for one core; the GPU's (whose decoder took it when it was planned)
-        // otherwise.
-        int refused = 1;
-        const bool on_host =
-            pixels_[i] <= library_->gpu_huffman_above() && ahead_->decoder(0) != nullptr &&
-            nvjpegDecoderJpegSupported(ahead_->decoder(0), parsed, params, &refused) ==
-                NVJPEG_STATUS_SUCCESS &&
-            refused == 0;
         nvjpegImage_t to{};
         to.channel[0] = reinterpret_cast<unsigned char*>(windows + offsets_[i] - head_bytes_);
         to.pitch[0] = pitches_[i];
-        ahead_->decode(handle, on_host ? 0 : 1, k, parsed, params, to, images[i].key);
+        ahead_->decode(handle, library_->decoder(lanes_[i]), static_cast<std::size_t>(lanes_[i]), k,
+                       streams_[i].get(), params_[i].get(), to, images[i].key);
       }
     } catch (...) {
       size_ = 0;  // a batch whose images are not all decoded is not decoded
@@ -581,12 +586,10 @@ class nvjpeg_batch_plan {
         refused == 0) {
       return place::hardware;
     }
-    refused = 1;
-    if (nvjpegDecoderJpegSupported(library_->hybrid(), stream, params, &refused) !=
-            NVJPEG_STATUS_SUCCESS ||
-        refused != 0) {
-      return place::host;
-    }
+    const std::optional<nvjpeg_library::lane> assisted =
+        library_->gpu_assisted_lane(stream, params, pixels_[i]);
+    if (!assisted) return place::host;
+    lanes_[i] = *assisted;
     return place::hybrid;
   }
 
@@ -647,7 +650,8 @@ class nvjpeg_batch_plan {
   std::vector<::crema::detail::nvjpeg_params> params_;
   std::vector<image_geometry> geometries_;
   std::vector<unsigned char> flips_;
-  std::vector<std::size_t> pixels_;  // image i's, whole
+  std::vector<std::size_t> pixels_;          // image i's, whole
+  std::vector<nvjpeg_library::lane> lanes_;  // image i's GPU-assisted decoder, if it has one
   std::vector<place> places_;
   std::vector<std::size_t> offsets_;  // image i's window at this byte of the decoding buffer
   std::vector<std::size_t> pitches_;  // and its bytes a row
@@ -981,19 +985,16 @@ class basic_nvjpeg_batch_decoder {
 
   // The GPU-assisted decoder's images, each parsed again with this decoder's nvJPEG and with a
   // state of its own (its host phase may run while the previous image's device phase is still
-  // queued).
+  // queued), of the lane the library picks.
   void decode_hybrid(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images,
                      cudaStream_t stream) {
-    while (states_.size() < hybrid_list_.size()) add_state();
     const nvjpegHandle_t handle = library_->handle();
-    const nvjpegJpegDecoder_t hybrid = library_->hybrid();
     // Parameters after the engine's images', which are left as its call was given them.
     const std::size_t first = plan.hardware_list_.size();
     ::crema::detail::grow_nvjpeg(handle, hybrid_list_.size(), streams_);
     ::crema::detail::grow_nvjpeg(handle, first + hybrid_list_.size(), params_);
     for (std::size_t k = 0; k < hybrid_list_.size(); ++k) {
       const std::size_t i = hybrid_list_[k];
-      nvjpegJpegState_t state = states_[k].state.get();
       nvjpegJpegStream_t parsed = streams_[k].get();
       nvjpegDecodeParams_t params = params_[first + k].get();
       const auto* data = reinterpret_cast<const unsigned char*>(images[i].bytes.data());
@@ -1004,28 +1005,41 @@ class basic_nvjpeg_batch_decoder {
                                             ::crema::detail::nvjpeg_status_name(parse));
       }
       ::crema::detail::set_nvjpeg_window(params, output_format_, plan.geometries_[i].window);
-      ::crema::detail::nvjpeg_host_phase(handle, hybrid, state, params, parsed, images[i].key);
-      CREMA_NVJPEG_TRY(nvjpegDecodeJpegTransferToDevice(handle, hybrid, state, parsed, stream));
+      const std::optional<nvjpeg_library::lane> lane =
+          library_->gpu_assisted_lane(parsed, params, plan.pixels_[i]);
+      if (!lane) {
+        ::crema::detail::fail<format_error>(
+            "image {}: nvJPEG's GPU-assisted decoders do not take it", images[i].key);
+      }
+      const nvjpegJpegDecoder_t decoder = library_->decoder(*lane);
+      nvjpegJpegState_t state = state_of(*lane, k);
+      ::crema::detail::nvjpeg_host_phase(handle, decoder, state, params, parsed, images[i].key);
+      CREMA_NVJPEG_TRY(nvjpegDecodeJpegTransferToDevice(handle, decoder, state, parsed, stream));
       nvjpegImage_t to = destination(plan, i);
-      CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle, hybrid, state, &to, stream));
+      CREMA_NVJPEG_TRY(nvjpegDecodeJpegDevice(handle, decoder, state, &to, stream));
     }
   }
 
-  void add_state() {
+  // Lane `lane`'s k-th state, made with its buffers on first need.
+  nvjpegJpegState_t state_of(nvjpeg_library::lane lane, std::size_t k) {
+    std::vector<hybrid_state>& states = states_[static_cast<std::size_t>(lane)];
     const nvjpegHandle_t handle = library_->handle();
-    hybrid_state made;
-    nvjpegBufferPinned_t pinned = nullptr;
-    CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &pinned));
-    made.pinned.reset(pinned);
-    nvjpegBufferDevice_t device = nullptr;
-    CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle, nullptr, &device));
-    made.device.reset(device);
-    nvjpegJpegState_t state = nullptr;
-    CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle, library_->hybrid(), &state));
-    made.state.reset(state);
-    CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state, pinned));
-    CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state, device));
-    states_.push_back(std::move(made));
+    while (states.size() <= k) {
+      hybrid_state made;
+      nvjpegBufferPinned_t pinned = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegBufferPinnedCreate(handle, nullptr, &pinned));
+      made.pinned.reset(pinned);
+      nvjpegBufferDevice_t device = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegBufferDeviceCreate(handle, nullptr, &device));
+      made.device.reset(device);
+      nvjpegJpegState_t state = nullptr;
+      CREMA_NVJPEG_TRY(nvjpegDecoderStateCreate(handle, library_->decoder(lane), &state));
+      made.state.reset(state);
+      CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state, pinned));
+      CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state, device));
+      states.push_back(std::move(made));
+    }
+    return states[k].state.get();
   }
 
   void release() noexcept {
@@ -1034,7 +1048,7 @@ class basic_nvjpeg_batch_decoder {
     own_plan_.reset();
     streams_.clear();
     params_.clear();
-    states_.clear();
+    for (std::vector<hybrid_state>& states : states_) states.clear();
     for (::crema::detail::gpu_bytes* buffer :
          {&decoded_, &kept_, &block_, &staged_block_, &staged_samples_}) {
       buffer->release();
@@ -1054,7 +1068,7 @@ class basic_nvjpeg_batch_decoder {
   nvjpegJpegState_t hardware_state_ = nullptr;
   int initialized_for_ = 0;  // the batch size hardware_state_ is set up for; 0: none
   int pooled_for_ = 0;       // the batch size its pool is set up for (the largest yet)
-  std::vector<hybrid_state> states_;
+  std::array<std::vector<hybrid_state>, 2> states_;  // by lane
   // The engine's and the GPU-assisted decoder's images' parameters, and the latter parsed
   // again: the plan's are its producer's, maybe of another nvJPEG handle.
   std::vector<::crema::detail::nvjpeg_stream> streams_;
