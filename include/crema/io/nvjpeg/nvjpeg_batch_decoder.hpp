@@ -222,7 +222,7 @@ class nvjpeg_ahead {
               std::string_view key) {
     nvjpegJpegState_t state = state_of(handle, decoder, lane, k);
     CREMA_NVJPEG_TRY(nvjpegStateAttachPinnedBuffer(state, pinned_[next_pinned_].get()));
-    next_pinned_ ^= 1U;  // the other one's image was transferred before the last wait below
+    next_pinned_ ^= 1U;  // this one's last image, two before, was waited for in the last call
     nvjpeg_host_phase(handle, decoder, state, params, parsed, key);
     last_.wait();  // the device buffer is the image before's until its GPU part is done
     CREMA_NVJPEG_TRY(nvjpegStateAttachDeviceBuffer(state, device_.get()));
@@ -1000,10 +1000,11 @@ class basic_nvjpeg_batch_decoder {
       const auto* data = reinterpret_cast<const unsigned char*>(images[i].bytes.data());
       const nvjpegStatus_t parse =
           nvjpegJpegStreamParse(handle, data, images[i].bytes.size(), 0, 0, parsed);
-      if (parse != NVJPEG_STATUS_SUCCESS) {  // as the host phase would fail
+      if (parse != NVJPEG_STATUS_SUCCESS && ::crema::detail::nvjpeg_blames_image(parse)) {
         ::crema::detail::fail<format_error>("image {}: nvJPEG cannot decode it: {}", images[i].key,
                                             ::crema::detail::nvjpeg_status_name(parse));
       }
+      ::crema::detail::nvjpeg_check(parse, "nvjpegJpegStreamParse");
       ::crema::detail::set_nvjpeg_window(params, output_format_, plan.geometries_[i].window);
       const std::optional<nvjpeg_library::lane> lane =
           library_->gpu_assisted_lane(parsed, params, plan.pixels_[i]);
