@@ -181,7 +181,7 @@ class basic_nvjpeg_batcher {
     }
     /// @return the images producers decoded with nvJPEG's GPU-assisted decoder, the host's part
     /// on their threads
-    [[nodiscard]] std::uint64_t ahead() const noexcept {
+    [[nodiscard]] std::uint64_t decoded_ahead() const noexcept {
       return ahead_.load(std::memory_order_relaxed);
     }
     /// @return where the batches' finishing steps spent the host's time so far
@@ -329,11 +329,11 @@ class basic_nvjpeg_batcher {
     /// @brief The finishing step (the producer's): plans the decoding of the batch's
     /// `info.size` images, decodes those nvJPEG does not take on the CPU path and has those of
     /// its GPU-assisted decoder decoded, the host's part here (all on this thread, before a
-    /// decoder is needed), then decodes the rest on the batch's stream into its
-    /// device memory with a decoder of the batcher's for that device (the device made current
-    /// meanwhile). While every one is lent, decodes its last images on the CPU path itself, up
-    /// to the batcher's `max_host_share`, then waits for one; uploads those samples and the
-    /// labels, records one event.
+    /// decoder is needed), then decodes the rest on the batch's stream into its device memory
+    /// with a decoder of the batcher's for that device (the device made current meanwhile). While
+    /// every one is lent, decodes its last images on the CPU path itself, up to the batcher's
+    /// `max_host_share`, then waits for one; uploads those samples and the labels, records one
+    /// event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
       const scoped_device on(device_id_);
@@ -547,7 +547,7 @@ class basic_nvjpeg_batcher {
   /// @return the images of nvJPEG's GPU-assisted decoder (those the hardware engine refuses, such
   /// as progressive JPEGs; every JPEG where there is no engine): their host phase (Huffman
   /// decoding) done by its producers before they borrow a decoder, the rest queued on the GPU
-  [[nodiscard]] std::uint64_t decoded_ahead() const noexcept { return decoders_->ahead(); }
+  [[nodiscard]] std::uint64_t decoded_ahead() const noexcept { return decoders_->decoded_ahead(); }
   /// @return where its batches' finishing steps spent the host's time so far
   [[nodiscard]] nvjpeg_feed_times times() const noexcept { return decoders_->times(); }
   /// @return the decoders its copies share (to hold one back in a test, say)
