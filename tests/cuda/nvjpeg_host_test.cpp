@@ -275,6 +275,30 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     fake::set({});
   }
 
+  TEST_CASE("a hardware share leaves the engine's last images to the GPU-assisted decoder") {
+    fake::set({});
+    const auto options = every_kind().front();
+    const batch_input in = photographs(3);  // 6 JPEGs and a PNG
+    for (const auto& [share, on_engine] :
+         {std::pair{1.0, 6}, std::pair{0.5, 3}, std::pair{0.65, 4}, std::pair{0.0, 0}}) {
+      CAPTURE(share);
+      decoder gpu(options, {.hardware_share = share});
+      check_samples(options, in, decode<float>(gpu, in));
+      CHECK(gpu.last_batch().hardware == static_cast<std::size_t>(on_engine));
+      CHECK(gpu.last_batch().ahead == static_cast<std::size_t>(6 - on_engine));
+      CHECK(gpu.last_batch().host == 1);
+    }
+    for (const double share : {-0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+      CAPTURE(share);
+      CHECK_THROWS_WITH_AS(decoder(options, {.hardware_share = share}),
+                           doctest::Contains("hardware_share"), crema::config_error);
+      // The batcher says so when it is made.
+      CHECK_THROWS_WITH_AS((crema::cuda::basic_nvjpeg_batcher<float, decoder>(
+                               options, {.decoding = {.hardware_share = share}})),
+                           doctest::Contains("hardware_share"), crema::config_error);
+    }
+  }
+
   TEST_CASE("a batch the engine fails is decoded image by image, with the same samples") {
     fake::set({.batch_fails = true});
     const auto options = every_kind().front();
@@ -616,6 +640,21 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     crema::cuda_stream compute;
     const batches got = epoch(scratch.path(), batcher_type(options), 2, read_device_batch(compute));
     CHECK(got == expected);
+  }
+
+  TEST_CASE("an nvjpeg_batcher with a hardware share delivers the CPU pipeline's batches") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-hardware-share");
+    make_folder(scratch.path());
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(
+        options, {.decoding = {.hardware_share = 0.5}});
+    crema::cuda_stream compute;
+    CHECK(epoch(scratch.path(), batcher, 2, read_device_batch(compute)) == expected);
+    // Half of each batch's JPEGs past the engine, the engine keeping 2 of the 3 beside the PNG:
+    // 7 of the 15.
+    CHECK(batcher.decoded_ahead() == 7);
   }
 
   TEST_CASE("an nvjpeg_batcher's producers share at most its number of decoders a device") {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -305,6 +306,12 @@ struct nvjpeg_options {
   /// longest for the largest images. NVIDIA's DALI draws the same line, by default at a million
   /// pixels.
   std::size_t gpu_huffman_above_pixels = 1'000'000;
+  /// The share of each batch's JPEGs the hardware engine takes that it decodes, the first ones;
+  /// those after go to the GPU-assisted decoder (decoded ahead by a batcher's producers, the
+  /// Huffman decoding on their threads): for hosts where the engine is the bound and cores are
+  /// idle. From 0 to 1; 1 (the default) leaves the engine every image it takes. NVIDIA's DALI
+  /// sends 35% past its engine by default (its `hw_decoder_load`, 0.65).
+  double hardware_share = 1.0;
 };
 
 /// @brief Where the images of the last batch were decoded, and how long its `decode` took on
@@ -332,9 +339,12 @@ class nvjpeg_library {
   /// The GPU-assisted decoders, by where their Huffman decoding runs.
   enum class lane : std::uint8_t { host_huffman = 0, gpu_huffman = 1 };
 
+  /// @throws crema::config_error for options out of range (`check`)
   /// @throws crema::cuda_error if nvJPEG cannot be started (no device, no library)
   explicit nvjpeg_library(nvjpeg_options options = {})
-      : gpu_huffman_above_(options.gpu_huffman_above_pixels) {
+      : gpu_huffman_above_(options.gpu_huffman_above_pixels),
+        hardware_share_(options.hardware_share) {
+    check(options);
     const unsigned flags =
         options.interpolate_chroma ? unsigned{NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION} : 0U;
     // The hardware backend's handle also makes the GPU-assisted decoders; without the engine
@@ -360,6 +370,14 @@ class nvjpeg_library {
   nvjpeg_library& operator=(const nvjpeg_library&) = delete;
   ~nvjpeg_library() { release(); }
 
+  /// @throws crema::config_error for a `hardware_share` outside 0 to 1
+  static void check(const nvjpeg_options& options) {
+    if (!(options.hardware_share >= 0.0 && options.hardware_share <= 1.0)) {
+      ::crema::detail::fail<config_error>(
+          "nvjpeg_options: hardware_share must be from 0 to 1, got {}", options.hardware_share);
+    }
+  }
+
   [[nodiscard]] nvjpegHandle_t handle() const noexcept { return handle_; }
   /// @return whether the hardware engine is in use
   [[nodiscard]] bool hardware() const noexcept { return hardware_; }
@@ -367,6 +385,9 @@ class nvjpeg_library {
   [[nodiscard]] nvjpegJpegDecoder_t decoder(lane which) const noexcept {
     return decoders_[static_cast<std::size_t>(which)];
   }
+
+  /// @return the share of a batch's JPEGs the engine takes that it decodes
+  [[nodiscard]] double hardware_share() const noexcept { return hardware_share_; }
 
   /// @return the lane of the GPU-assisted decoder for a parsed image of `pixels` decoded with
   /// `params`: the GPU's Huffman decoding for images of more pixels than
@@ -402,6 +423,7 @@ class nvjpeg_library {
   bool hardware_ = false;
   std::array<nvjpegJpegDecoder_t, 2> decoders_{};  // by lane
   std::size_t gpu_huffman_above_;
+  double hardware_share_;
 };
 
 template <class Resampler>
@@ -456,6 +478,7 @@ class nvjpeg_batch_plan {
       pixels_[i] = info.width * info.height;
       places_[i] = info.format == image_format::jpeg ? place_of(i, image) : place::host;
     }
+    share_out_engine(n);
     lay_out(n);
   }
 
@@ -591,6 +614,30 @@ class nvjpeg_batch_plan {
     if (!assisted) return place::host;
     lanes_[i] = *assisted;
     return place::hybrid;
+  }
+
+  // Of the first n images, those the engine takes past the library's hardware_share of them go
+  // to the GPU-assisted decoder where it takes them.
+  void share_out_engine(std::size_t n) {
+    const double share = library_->hardware_share();
+    if (share >= 1.0) return;
+    const auto engine = static_cast<double>(std::count(
+        places_.begin(), places_.begin() + static_cast<std::ptrdiff_t>(n), place::hardware));
+    const auto keep = static_cast<std::size_t>(std::llround(share * engine));
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (places_[i] != place::hardware) continue;
+      if (kept < keep) {
+        ++kept;
+        continue;
+      }
+      const std::optional<nvjpeg_library::lane> assisted =
+          library_->gpu_assisted_lane(streams_[i].get(), params_[i].get(), pixels_[i]);
+      if (assisted) {
+        lanes_[i] = *assisted;
+        places_[i] = place::hybrid;
+      }
+    }
   }
 
   // The lists of the first n images by place, where each GPU-decoded window goes, and their

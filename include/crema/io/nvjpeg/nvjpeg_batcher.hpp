@@ -504,6 +504,7 @@ class basic_nvjpeg_batcher {
         decoders_(
             std::make_shared<decoder_pool>(transform_, options_.decoding, options_.decoders)) {
     Decoder::check_options(transform_);  // now, not when the first batch is decoded
+    nvjpeg_library::check(options_.decoding);
     if (!(options_.max_host_share >= 0.0 && options_.max_host_share <= 1.0)) {
       ::crema::detail::fail<config_error>(
           "nvjpeg_batcher: max_host_share must be from 0 to 1, got {}", options_.max_host_share);
