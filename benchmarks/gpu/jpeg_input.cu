@@ -5,7 +5,8 @@
 //               lent (the defaults); counters say where a batch's finishing step spends the
 //               host's time (nvjpeg_feed_times);
 //               crema-nvjpeg: more or fewer decoders, or one each, or a share of each batch
-//               decoded on the CPU while every decoder is lent, beside it
+//               decoded on the CPU while every decoder is lent, or a share of the engine's JPEGs
+//               decoded ahead by the producers with the GPU-assisted decoder, beside it
 //   crema-hybrid  nvjpeg_batcher without the hardware engine, as on GPUs that have none: each
 //               producer decodes its JPEGs with nvJPEG's GPU-assisted decoder, the Huffman
 //               decoding on its own thread, the rest on the GPU
@@ -82,19 +83,26 @@ void by_threads(benchmark::internal::Benchmark* bench) {
 // nvjpeg_batcher's other settings on 16 producers, each beside the default on the same threads:
 // a decoder for every producer (0, as before they were shared), fewer or more; the most of a
 // batch a producer decodes on the CPU while every decoder is lent, in percent (0, the default:
-// it waits).
+// it waits); the share of the engine's JPEGs it decodes, in percent (100, the default; the rest
+// decoded ahead by the producers with the GPU-assisted decoder).
 struct nvjpeg_setting {
   long threads;
   long decoders;
   long host_percent;
+  long hardware_percent;
 };
-constexpr std::array<nvjpeg_setting, 5> nvjpeg_settings{
-    {{16, 0, 0}, {16, 2, 0}, {16, 8, 0}, {16, 4, 25}, {16, 4, 50}}};
+constexpr std::array<nvjpeg_setting, 7> nvjpeg_settings{{{16, 0, 0, 100},
+                                                         {16, 2, 0, 100},
+                                                         {16, 8, 0, 100},
+                                                         {16, 4, 25, 100},
+                                                         {16, 4, 50, 100},
+                                                         {16, 4, 0, 65},
+                                                         {16, 4, 0, 50}}};
 
 void by_setting(benchmark::internal::Benchmark* bench) {
-  bench->ArgNames({"threads", "decoders", "host_percent"});
-  for (const auto& [threads, decoders, host] : nvjpeg_settings) {
-    bench->Args({threads, decoders, host});
+  bench->ArgNames({"threads", "decoders", "host_percent", "hardware_percent"});
+  for (const auto& [threads, decoders, host, hardware] : nvjpeg_settings) {
+    bench->Args({threads, decoders, host, hardware});
   }
   bench->UseRealTime()->Unit(benchmark::kMillisecond);
 }
@@ -240,6 +248,7 @@ void nvjpeg_input_setting(benchmark::State& state) {
   crema::cuda::nvjpeg_batcher_options options;
   options.decoders = static_cast<std::size_t>(state.range(1));
   options.max_host_share = static_cast<double>(state.range(2)) / 100.0;
+  options.decoding.hardware_share = static_cast<double>(state.range(3)) / 100.0;
   nvjpeg_passes(state, options);
 }
 
@@ -585,20 +594,22 @@ int main(int argc, char** argv) {
               threads, hybrid, hybrid / host, reporter.counter(of, "plan_us"),
               reporter.counter(of, "turn_queue_us"), reporter.counter(of, "host_cpu_us"));
         }
-        for (const auto& [threads, decoders, host] : nvjpeg_settings) {
+        for (const auto& [threads, decoders, host, hardware] : nvjpeg_settings) {
           const std::string of = fmt::format(
-              "crema-nvjpeg/jpeg_input/rrc/threads:{}/decoders:{}/host_percent:{}/real_time",
-              threads, decoders, host);
+              "crema-nvjpeg/jpeg_input/rrc/threads:{}/decoders:{}/host_percent:{}/"
+              "hardware_percent:{}/real_time",
+              threads, decoders, host, hardware);
           const double other = rate(of);
           const double by_default = rate(name("crema", threads));
           if (other <= 0 || by_default <= 0) continue;
           fmt::print(
-              "  {} threads sharing {} decoders, at most {}% of a batch on the CPU: {:.0f} ({:.3f} "
-              "of the default's {:.0f}); {:.3f} decoded on the CPU; host {:.1f} us a sample, "
-              "{:.0f} sleeps a 1,000\n",
+              "  {} threads sharing {} decoders, at most {}% of a batch on the CPU, {}% of the "
+              "engine's JPEGs on it: {:.0f} ({:.3f} of the default's {:.0f}); {:.3f} decoded on "
+              "the CPU; host {:.1f} us a sample, {:.0f} sleeps a 1,000\n",
               threads, decoders == 0 ? std::string("their own") : fmt::format("{}", decoders), host,
-              other, other / by_default, by_default, reporter.counter(of, "host_decoded_share"),
-              reporter.counter(of, "host_cpu_us"), reporter.counter(of, "sleeps_per_1k"));
+              hardware, other, other / by_default, by_default,
+              reporter.counter(of, "host_decoded_share"), reporter.counter(of, "host_cpu_us"),
+              reporter.counter(of, "sleeps_per_1k"));
         }
         fmt::print(
             "nvJPEG alone (baseline-nvjpeg: whole images, its batched API, a handle a "
