@@ -279,13 +279,16 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     fake::set({});
     const auto options = every_kind().front();
     const batch_input in = photographs(3);  // 6 JPEGs and a PNG
-    for (const auto& [share, on_engine] :
-         {std::pair{1.0, 6}, std::pair{0.5, 3}, std::pair{0.65, 4}, std::pair{0.0, 0}}) {
-      CAPTURE(share);
-      decoder gpu(options, {.hardware_share = share});
+    // The share, and the JPEGs the engine keeps of the 6.
+    for (const auto& setting : {std::pair<double, std::size_t>{1.0, 6},
+                                {0.5, 3},
+                                {0.65, 4},
+                                std::pair<double, std::size_t>{0.0, 0}}) {
+      CAPTURE(setting.first);
+      decoder gpu(options, {.hardware_share = setting.first});
       check_samples(options, in, decode<float>(gpu, in));
-      CHECK(gpu.last_batch().hardware == static_cast<std::size_t>(on_engine));
-      CHECK(gpu.last_batch().ahead == static_cast<std::size_t>(6 - on_engine));
+      CHECK(gpu.last_batch().hardware == setting.second);
+      CHECK(gpu.last_batch().ahead == 6 - setting.second);
       CHECK(gpu.last_batch().host == 1);
     }
     for (const double share : {-0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
