@@ -5,7 +5,8 @@
 // must match exactly; plans made on other threads decode as the decoder's own; a JPEG cut short
 // is an error naming it; a progressive JPEG (which the engine does not take) within the bound;
 // without the engine, the GPU-assisted decoder with its Huffman decoding on the host and on the
-// GPU, batch after batch; a folder pipeline of nvjpeg_batcher batches against the CPU pipeline.
+// GPU, batch after batch; a batch split between the engine and that decoder; a folder pipeline of
+// nvjpeg_batcher batches against the CPU pipeline.
 // nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in every CI run. Without a GPU:
 // skipped.
 
@@ -344,6 +345,30 @@ TEST_CASE(
   const crema::cuda::nvjpeg_batcher<float> batcher(options, {.decoding = {.hardware = false}});
   check_within_bound(crema::test::epoch(scratch.path(), batcher, 2, read_back(compute)), expected);
   CHECK(batcher.decoded_ahead() == 15);
+}
+
+TEST_CASE("a batch split between the engine and the GPU-assisted decoder is within the bound") {
+  if (crema::test::skip_without_cuda_device()) return;
+  const crema::image_transform_options options = folder_options();
+  const batch_input in = photographs(4, 7);  // 8 JPEGs and a PNG
+  crema::image_transform transform(options);
+  const std::size_t sample = transform.shape().elements();
+  // Half of the engine's JPEGs decoded ahead, their windows copied in after the engine's.
+  crema::cuda::nvjpeg_batch_decoder decoder(options, {.hardware_share = 0.5});
+  const std::vector<float> got = decode_on_gpu<float>(decoder, in);
+  const crema::cuda::nvjpeg_batch_counts counts = decoder.last_batch();
+  MESSAGE(fmt::format("engine {}: hardware {}, decoded ahead {}, CPU path {}", decoder.hardware(),
+                      counts.hardware, counts.ahead, counts.host));
+  if (decoder.hardware()) CHECK(counts.hardware == 4);
+  CHECK(counts.hardware + counts.ahead == 8);
+  std::vector<float> cpu(sample);
+  for (std::size_t i = 0; i < in.images.size(); ++i) {
+    CAPTURE(in.keys[i]);
+    transform(in.files[i], std::span(cpu), in.images[i].rng, in.keys[i]);
+    const difference d = compare(cpu.data(), got.data() + i * sample, sample, 255.0);
+    CHECK(d.mean <= bound_mean);
+    CHECK(d.largest <= bound_largest);
+  }
 }
 
 TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {
