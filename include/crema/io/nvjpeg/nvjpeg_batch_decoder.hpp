@@ -910,7 +910,7 @@ class basic_nvjpeg_batch_decoder {
                                      cudaMemcpyHostToDevice, stream));
     }
     decode_on_hardware(plan, images, stream);
-    decode_hybrid(plan, images, stream);
+    decode_hybrid_in_turn(plan, images, stream);
     if (!plan.ahead_list_.empty()) {
       plan.ahead_->hand_over(decoded_.bytes() + plan.head_bytes_, plan.ahead_bytes_, stream);
     }
@@ -1033,8 +1033,8 @@ class basic_nvjpeg_batch_decoder {
   // The GPU-assisted decoder's images, each parsed again with this decoder's nvJPEG and with a
   // state of its own (its host phase may run while the previous image's device phase is still
   // queued), of the lane the library picks.
-  void decode_hybrid(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images,
-                     cudaStream_t stream) {
+  void decode_hybrid_in_turn(const nvjpeg_batch_plan& plan, std::span<const encoded_image> images,
+                             cudaStream_t stream) {
     const nvjpegHandle_t handle = library_->handle();
     // Parameters after the engine's images', which are left as its call was given them.
     const std::size_t first = plan.hardware_list_.size();
