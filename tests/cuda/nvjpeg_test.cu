@@ -116,6 +116,22 @@ crema::test::batches cpu_epoch(const std::filesystem::path& root,
       1, crema::test::read_host_batch(sample));
 }
 
+// Each float sample of `got` within the stated bound of the CPU path's from the same generator.
+void check_within_bound(const crema::image_transform_options& options, const batch_input& in,
+                        const std::vector<float>& got) {
+  crema::image_transform transform(options);
+  const std::size_t sample = transform.shape().elements();
+  REQUIRE(got.size() == in.images.size() * sample);
+  std::vector<float> cpu(sample);
+  for (std::size_t i = 0; i < in.images.size(); ++i) {
+    CAPTURE(in.keys[i]);
+    transform(in.files[i], std::span(cpu), in.images[i].rng, in.keys[i]);
+    const difference d = compare(cpu.data(), got.data() + i * sample, sample, 255.0);
+    CHECK(d.mean <= bound_mean);
+    CHECK(d.largest <= bound_largest);
+  }
+}
+
 // Every batch of `got` has `expected`'s labels and its values within the stated bound.
 void check_within_bound(const crema::test::batches& got, const crema::test::batches& expected) {
   REQUIRE(got.size() == expected.size());
@@ -269,16 +285,7 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
   // nvjpeg.h says the engine takes baseline JPEGs only; whether it took this one decides where
   // the batcher decodes it.
   const bool engine_refused = decoder.hardware() && counts.hardware == 2;
-  crema::image_transform transform(options);
-  const std::size_t sample = transform.shape().elements();
-  std::vector<float> cpu(sample);
-  for (std::size_t i = 0; i < in.images.size(); ++i) {
-    CAPTURE(in.keys[i]);
-    transform(in.files[i], std::span(cpu), in.images[i].rng, in.keys[i]);
-    const difference d = compare(cpu.data(), got.data() + i * sample, sample, 255.0);
-    CHECK(d.mean <= bound_mean);
-    CHECK(d.largest <= bound_largest);
-  }
+  check_within_bound(options, in, got);
   // Through a batcher: what the engine refuses decoded by the producers, with the GPU-assisted
   // decoder.
   crema::test::scratch_directory scratch("nvjpeg-gpu-progressive");
@@ -306,13 +313,6 @@ TEST_CASE(
   const crema::image_transform_options options = folder_options();
   batch_input in = photographs(3, 7);
   in.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 7);
-  crema::image_transform transform(options);
-  const std::size_t sample = transform.shape().elements();
-  std::vector<float> cpu(in.images.size() * sample);
-  for (std::size_t i = 0; i < in.images.size(); ++i) {
-    transform(in.files[i], std::span(cpu).subspan(i * sample, sample), in.images[i].rng,
-              in.keys[i]);
-  }
   // Huffman decoding on the host (the photographs are under a million pixels), then on the GPU.
   for (const std::size_t above : {std::size_t{1'000'000}, std::size_t{0}}) {
     CAPTURE(above);
@@ -327,13 +327,7 @@ TEST_CASE(
                     counts.ahead, counts.host));
     CHECK(counts.ahead >= in.images.size() - 2);  // the baseline photographs at least
     CHECK(counts.ahead + counts.host == in.images.size());
-    const difference d = compare(cpu.data(), first.data(), cpu.size(), 255.0);
-    MESSAGE(
-        fmt::format("Huffman decoding on the GPU above {} pixels: mean difference {:.3f}, "
-                    "largest {}",
-                    above, d.mean, d.largest));
-    CHECK(d.mean <= bound_mean);
-    CHECK(d.largest <= bound_largest);
+    check_within_bound(options, in, first);
     // The plan's buffers and states reused: the same bytes.
     for (int batch = 0; batch < 3; ++batch) CHECK(decode_on_gpu<float>(decoder, in) == first);
   }
@@ -351,8 +345,6 @@ TEST_CASE("a batch split between the engine and the GPU-assisted decoder is with
   if (crema::test::skip_without_cuda_device()) return;
   const crema::image_transform_options options = folder_options();
   const batch_input in = photographs(4, 7);  // 8 JPEGs and a PNG
-  crema::image_transform transform(options);
-  const std::size_t sample = transform.shape().elements();
   // Half of the engine's JPEGs decoded ahead, their windows copied in after the engine's.
   crema::cuda::nvjpeg_batch_decoder decoder(options, {.hardware_share = 0.5});
   const std::vector<float> got = decode_on_gpu<float>(decoder, in);
@@ -361,14 +353,7 @@ TEST_CASE("a batch split between the engine and the GPU-assisted decoder is with
                       counts.hardware, counts.ahead, counts.host));
   if (decoder.hardware()) CHECK(counts.hardware == 4);
   CHECK(counts.hardware + counts.ahead == 8);
-  std::vector<float> cpu(sample);
-  for (std::size_t i = 0; i < in.images.size(); ++i) {
-    CAPTURE(in.keys[i]);
-    transform(in.files[i], std::span(cpu), in.images[i].rng, in.keys[i]);
-    const difference d = compare(cpu.data(), got.data() + i * sample, sample, 255.0);
-    CHECK(d.mean <= bound_mean);
-    CHECK(d.largest <= bound_largest);
-  }
+  check_within_bound(options, in, got);
 }
 
 TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {
