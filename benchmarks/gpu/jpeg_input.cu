@@ -352,8 +352,9 @@ class nvjpeg_alone_decoder {
         const int width = *std::max_element(folder_bytes.widths.begin(), folder_bytes.widths.end());
         const int height =
             *std::max_element(folder_bytes.heights.begin(), folder_bytes.heights.end());
-        (void)nvjpegDecodeBatchedPreAllocate(handle_, state_, static_cast<int>(batch_size), width,
-                                             height, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+        pooled_ = nvjpegDecodeBatchedPreAllocate(handle_, state_, static_cast<int>(batch_size),
+                                                 width, height, NVJPEG_CSS_444,
+                                                 NVJPEG_OUTPUT_RGBI) == NVJPEG_STATUS_SUCCESS;
       }
       CREMA_NVJPEG_TRY(nvjpegDecodeBatchedInitialize(handle_, state_, static_cast<int>(batch_size),
                                                      1, NVJPEG_OUTPUT_RGBI));
@@ -385,6 +386,8 @@ class nvjpeg_alone_decoder {
   ~nvjpeg_alone_decoder() { release(); }
 
   [[nodiscard]] bool hardware() const noexcept { return hardware_; }
+  // Whether the engine's buffers are pooled: asked for and set up.
+  [[nodiscard]] bool pooled() const noexcept { return pooled_; }
 
   // Images first, first + 1, ... (modulo the folder) decoded, and waited for.
   void decode_batch(std::size_t first) {
@@ -448,6 +451,7 @@ class nvjpeg_alone_decoder {
   nvjpeg_calls calls_;
   nvjpegHandle_t handle_ = nullptr;
   bool hardware_ = false;
+  bool pooled_ = false;
   std::vector<nvjpegJpegStream_t> streams_;  // as crema calls it: one an image of a batch
   std::vector<nvjpegDecodeParams_t> params_;
   nvjpegJpegState_t state_ = nullptr;
@@ -459,8 +463,8 @@ class nvjpeg_alone_decoder {
   std::unique_ptr<nvjpegImage_t[]> destinations_{new nvjpegImage_t[batch_size]()};
 };
 
-// Label: the backend. An image nvJPEG refuses (a folder of progressive JPEGs for the engine)
-// skips the benchmark with nvJPEG's error.
+// Label: the backend, and whether the engine's buffers are pooled. An image nvJPEG refuses (a
+// folder of progressive JPEGs for the engine) skips the benchmark with nvJPEG's error.
 void nvjpeg_alone(benchmark::State& state, nvjpeg_calls calls) {
   const std::size_t count = encoded().files.size();  // read before any thread times
   if (count == 0) {
@@ -487,7 +491,10 @@ void nvjpeg_alone(benchmark::State& state, nvjpeg_calls calls) {
     }
   }
   if (decoder && state.thread_index() == 0) {
-    state.SetLabel(decoder->hardware() ? "hardware" : "default backend");
+    // A pool nvJPEG refused is said, so that decode_pooled is not read as pooled.
+    state.SetLabel(!decoder->hardware() ? "default backend"
+                   : decoder->pooled()  ? "hardware, pooled"
+                                        : "hardware");
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(batch_size));
