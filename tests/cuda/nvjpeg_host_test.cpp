@@ -25,6 +25,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -462,12 +463,34 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(gpu.last_batch().host == 1);
     CHECK(gpu.last_batch().queued.count() > 0);
 
-    SUBCASE("its first images only: the others decoded elsewhere (a producer's CPU share)") {
-      plan.keep_first(2);
-      std::vector<float> first(2 * sample);
-      gpu.decode(plan, images_span(in.images).first(2), first.data(), nullptr);
-      CHECK(std::memcmp(first.data(), out.data(), first.size() * sizeof(float)) == 0);
+    SUBCASE("images left to be decoded elsewhere (a producer's CPU share) are not written") {
+      REQUIRE(std::vector(plan.in_turn().begin(), plan.in_turn().end()) ==
+              std::vector<std::size_t>{0, 1, 2, 3});
+      const std::vector<std::size_t> left{1, 3};
+      plan.leave(left);
+      CHECK(std::vector(plan.in_turn().begin(), plan.in_turn().end()) ==
+            std::vector<std::size_t>{0, 2});
+      const float untouched = -1000.0F;
+      std::vector<float> rest(out.size(), untouched);
+      gpu.decode(plan, images_span(in.images), rest.data(), nullptr);
       CHECK(gpu.last_batch().hardware == 2);
+      CHECK(gpu.last_batch().host == 1);
+      for (std::size_t i = 0; i < in.images.size(); ++i) {
+        CAPTURE(i);
+        const bool was_left = i == 1 || i == 3;
+        const std::span<const float> got(rest.data() + i * sample, sample);
+        if (was_left) {
+          CHECK(std::all_of(got.begin(), got.end(), [&](float v) { return v == untouched; }));
+        } else {
+          CHECK(std::memcmp(got.data(), out.data() + i * sample, sample * sizeof(float)) == 0);
+        }
+      }
+      // Only what a decoder decodes in its turn can be left: not the PNG, nor one left already.
+      CHECK_THROWS_WITH_AS(plan.leave(std::vector<std::size_t>{4}),
+                           doctest::Contains("image 4 of 5 is not one a decoder decodes"),
+                           crema::config_error);
+      CHECK_THROWS_WITH_AS(plan.leave(left), doctest::Contains("image 1 of 5"),
+                           crema::config_error);
     }
     SUBCASE("what nvJPEG does not take decoded with the plan, uploaded as it is in the turn") {
       REQUIRE(plan.on_host().size() == 1);
@@ -522,7 +545,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(calls[counting::call::memcpy_async] == 3);
       CHECK(calls[counting::call::event_record] == 2);
     }
-    SUBCASE("keep_first after decode_hybrid keeps the windows decoded ahead where they were") {
+    SUBCASE("leave after decode_hybrid keeps the windows decoded ahead where they were") {
       // Progressive JPEGs (decoded ahead) first, between and after the engine's.
       const std::vector<std::byte> progressive = crema::test::progressive_coffee();
       batch_input mixed;
@@ -535,13 +558,18 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       plan.make(mixed.images);
       plan.decode_hybrid(images_span(mixed.images));
       REQUIRE(plan.ahead().size() == 3);
-      plan.keep_first(3);
-      CHECK(plan.ahead().size() == 2);
-      std::vector<float> first(3 * sample);
-      gpu.decode(plan, images_span(mixed.images).first(3), first.data(), nullptr);
-      CHECK(std::memcmp(first.data(), whole.data(), first.size() * sizeof(float)) == 0);
-      CHECK(gpu.last_batch().ahead == 2);
-      CHECK(gpu.last_batch().hardware == 1);
+      // The engine's first image, between windows decoded ahead, left.
+      REQUIRE(plan.in_turn().size() == 3);
+      REQUIRE(plan.in_turn()[0] == 1);
+      plan.leave(std::vector<std::size_t>{1});
+      CHECK(plan.ahead().size() == 3);
+      std::vector<float> rest(whole.size(), 0.0F);
+      gpu.decode(plan, images_span(mixed.images), rest.data(), nullptr);
+      CHECK(std::memcmp(rest.data(), whole.data(), sample * sizeof(float)) == 0);
+      CHECK(std::memcmp(rest.data() + 2 * sample, whole.data() + 2 * sample,
+                        (whole.size() - 2 * sample) * sizeof(float)) == 0);
+      CHECK(gpu.last_batch().ahead == 3);
+      CHECK(gpu.last_batch().hardware == 2);
     }
     SUBCASE("planned where the engine started, decoded where it did not: GPU-assisted") {
       fake::set({.hardware_engine = false});
@@ -711,6 +739,29 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(got == expected);
       CHECK(batcher.host_decoded() >= 2);
       CHECK(batcher.host_decoded() <= 8);  // half of each batch at most
+    }
+    SUBCASE("never an image the producer decoded ahead: none without an engine") {
+      fake::set({.hardware_engine = false});
+      const batcher_type batcher(options, {.decoders = 1, .max_host_share = 1.0});
+      // While the test holds the only decoder, the first batch's producer decodes its JPEGs ahead
+      // (3 or 4: the folder holds one PNG), then waits for the decoder to copy their windows.
+      const auto [got, decoded_while_held] =
+          epoch_while_held(scratch.path(), batcher, [&] { return batcher.decoded_ahead() >= 3; });
+      CHECK(decoded_while_held);
+      CHECK(got == expected);
+      CHECK(batcher.decoded_ahead() == 15);
+      CHECK(batcher.host_decoded() == 0);
+    }
+    SUBCASE("with a hardware share, only the engine's images: none decoded twice") {
+      const batcher_type batcher(
+          options, {.decoders = 1, .max_host_share = 1.0, .decoding = {.hardware_share = 0.5}});
+      const auto [got, shared_while_held] =
+          epoch_while_held(scratch.path(), batcher, [&] { return batcher.host_decoded() >= 1; });
+      CHECK(shared_while_held);
+      CHECK(got == expected);
+      CHECK(batcher.decoded_ahead() == 7);  // as without the share: by place in the batch
+      CHECK(batcher.host_decoded() >= 1);
+      CHECK(batcher.host_decoded() <= 8);  // the engine's 8
     }
     SUBCASE("none with a share of 0: the producer waits") {
       const batcher_type batcher(options, {.decoders = 1, .max_host_share = 0.0});

@@ -482,9 +482,23 @@ class nvjpeg_batch_plan {
     lay_out(n);
   }
 
-  /// @brief Keeps the first `n` images of the plan (those after are decoded elsewhere).
-  void keep_first(std::size_t n) {
-    if (n < size_) lay_out(n);
+  /// @return the images of the plan a decoder decodes in its turn (on the hardware engine, or
+  /// GPU-assisted where `decode_hybrid` did not decode them), in order
+  [[nodiscard]] std::span<const std::size_t> in_turn() const noexcept { return turn_list_; }
+
+  /// @brief Leaves `images` (in order, each one of `in_turn()`) to be decoded elsewhere, as a
+  /// producer's CPU share is: the decoder then writes no sample of theirs.
+  /// @throws crema::config_error naming an image that is not decoded in a decoder's turn
+  void leave(std::span<const std::size_t> images) {
+    if (images.empty()) return;
+    for (const std::size_t i : images) {
+      if (!std::binary_search(turn_list_.begin(), turn_list_.end(), i)) {
+        ::crema::detail::fail<config_error>(
+            "nvjpeg_batch_plan: image {} of {} is not one a decoder decodes in its turn", i, size_);
+      }
+    }
+    for (const std::size_t i : images) places_[i] = place::elsewhere;
+    lay_out(size_);
   }
 
   /// @brief Decodes the images planned for nvJPEG's GPU-assisted decoder (the JPEGs the hardware
@@ -495,7 +509,7 @@ class nvjpeg_batch_plan {
   /// copies their windows in its turn, which a pipeline's producers share. The host decodes an
   /// image while the GPU decodes the one before, and waits for that one before it queues the
   /// next. The work queued reads the images' bytes until it is done, as a decoder's does
-  /// (`wait_idle`, or `make`, waits for it). `keep_first` keeps those of the images it keeps.
+  /// (`wait_idle`, or `make`, waits for it).
   /// @throws crema::format_error naming an image nvJPEG cannot decode; the plan then plans
   ///         nothing until made again
   /// @throws crema::cuda_error if nvJPEG or the CUDA runtime fails
@@ -549,7 +563,7 @@ class nvjpeg_batch_plan {
   /// CPU path: image `on_host()[k]` into the k-th sample of `to`. The decoder then uploads them
   /// from `to` instead of decoding them in its turn, which a pipeline's producers share: `to`
   /// must hold them until the work `decode` queues is done (pinned, for the copy to be
-  /// asynchronous). `keep_first` keeps those of the images it keeps.
+  /// asynchronous).
   /// @throws crema::config_error if `to` holds fewer samples than `on_host()` names
   /// @throws crema::format_error naming an image the CPU path cannot decode
   template <class T>
@@ -581,8 +595,8 @@ class nvjpeg_batch_plan {
   friend class basic_nvjpeg_batch_decoder;
 
   // The hardware engine, the GPU-assisted decoder (in a decoder's turn, or ahead of it by the
-  // plan's maker), the CPU path.
-  enum class place : std::uint8_t { hardware, hybrid, ahead, host };
+  // plan's maker), the CPU path, and elsewhere (`leave`).
+  enum class place : std::uint8_t { hardware, hybrid, ahead, host, elsewhere };
 
   // Where image i is decoded: parsed by nvJPEG, with a window and an output it takes.
   place place_of(std::size_t i, const encoded_image& image) {
@@ -642,7 +656,7 @@ class nvjpeg_batch_plan {
 
   // The lists of the first n images by place, where each GPU-decoded window goes, and their
   // resampling jobs. The windows decoded ahead come last, in order, as `decode_hybrid` laid
-  // them out in its own memory: those of the first n images are the first there too.
+  // them out in its own memory.
   void lay_out(std::size_t n) {
     const std::size_t sample = shape().elements();
     offsets_.resize(n);
@@ -652,6 +666,7 @@ class nvjpeg_batch_plan {
     hybrid_list_.clear();
     ahead_list_.clear();
     host_list_.clear();
+    turn_list_.clear();
     const auto window_bytes = [&](std::size_t i) {
       const pixel_window& w = geometries_[i].window;
       pitches_[i] = w.width * channels_;
@@ -670,6 +685,8 @@ class nvjpeg_batch_plan {
         case place::host:
           host_list_.push_back(i);
           continue;
+        case place::elsewhere:
+          continue;
         case place::ahead:
           offsets_[i] = head_bytes_ + ahead_bytes_;
           ahead_bytes_ += window_bytes(i);
@@ -680,6 +697,7 @@ class nvjpeg_batch_plan {
           offsets_[i] = head;
           head += window_bytes(i);
           (places_[i] == place::hardware ? hardware_list_ : hybrid_list_).push_back(i);
+          turn_list_.push_back(i);
           break;
       }
       jobs_.add(geometries_[i], flips_[i] != 0, channels_, offsets_[i], pitches_[i], i * sample);
@@ -706,6 +724,7 @@ class nvjpeg_batch_plan {
   std::vector<std::size_t> hybrid_list_;
   std::vector<std::size_t> ahead_list_;
   std::vector<std::size_t> host_list_;
+  std::vector<std::size_t> turn_list_;  // hardware_list_ and hybrid_list_, merged
   resample_jobs jobs_;
   std::size_t decoded_bytes_ = 0;  // the decoding buffer: the windows decoded in the turn,
   std::size_t head_bytes_ = 0;     // these bytes,

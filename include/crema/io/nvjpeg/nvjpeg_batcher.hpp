@@ -80,11 +80,13 @@ struct nvjpeg_batcher_options {
   /// itself, the last first, with the CPU path (`image_transform`, windows decoded at full size
   /// as on the GPU) into pinned memory uploaded with the batch, and take the first decoder given
   /// back for the rest: at most this share of each batch (a slot that does so keeps pinned
-  /// memory for that many samples). Which images go to the CPU then depends on timing, not on
-  /// which window a sample gets; their values are the CPU path's, within the bound nvJPEG's own
-  /// are. 0 (the default): producers wait for a decoder. For hosts where the JPEG engine is the
-  /// bound and cores are idle; on an H100 host of 16 cores it delivered the same and cost 1.7 to
-  /// 3.3 times the host's CPU a sample (docs/performance.md).
+  /// memory for that many samples). Only images a decoder would decode in its turn: not those
+  /// the producer decoded ahead with the GPU-assisted decoder, whose windows are on the GPU
+  /// already (so none where the GPU has no JPEG engine). Which images go to the CPU then depends on
+  /// timing, not on which window a sample gets; their values are the CPU path's, within the bound
+  /// nvJPEG's own are. 0 (the default): producers wait for a decoder. For hosts where the JPEG
+  /// engine is the bound and cores are idle; on an H100 host of 16 cores it delivered the same and
+  /// cost 1.7 to 3.3 times the host's CPU a sample (docs/performance.md).
   double max_host_share = 0.0;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};
@@ -331,9 +333,9 @@ class basic_nvjpeg_batcher {
     /// its GPU-assisted decoder decoded, the host's part here (all on this thread, before a
     /// decoder is needed), then decodes the rest on the batch's stream into its device memory
     /// with a decoder of the batcher's for that device (the device made current meanwhile). While
-    /// every one is lent, decodes its last images on the CPU path itself, up to the batcher's
-    /// `max_host_share`, then waits for one; uploads those samples and the labels, records one
-    /// event.
+    /// every one is lent, decodes the last images of the decoder's turn on the CPU path itself,
+    /// up to the batcher's `max_host_share`, then waits for one (none needed where nothing is
+    /// left for it); uploads those samples and the labels, records one event.
     /// @throws crema::format_error naming the image that does not decode
     void finish(const batch_info& info) {
       const scoped_device on(device_id_);
@@ -368,34 +370,34 @@ class basic_nvjpeg_batcher {
         decoders_->refused_.fetch_add(refused.size(), std::memory_order_relaxed);
       }
       const clock::time_point planned = clock::now();
-      // Images [on_gpu, size_) are decoded here; sample i is staged at i - first_staged.
-      const std::size_t most = std::min(most_on_host_, size_);
-      const std::size_t first_staged = size_ - most;
-      std::size_t on_gpu = size_;
+      // While every decoder is lent, this producer decodes the images a decoder would decode in
+      // its turn itself, the last first, up to its share; those decoded ahead are on the GPU
+      // already. They are staged in order, the last at the share's last sample.
+      const std::span<const std::size_t> in_turn = plan_->in_turn();
+      const std::size_t most = std::min(most_on_host_, in_turn.size());
+      std::size_t left = 0;
       std::optional<typename decoder_pool::loan> decoder = decoders_->try_borrow(device_id_);
-      while (!decoder && on_gpu > first_staged) {
-        --on_gpu;
-        decode_on_host(on_gpu, on_gpu - first_staged, refused);
+      while (!decoder && left < most) {
+        ++left;
+        decode_on_host(in_turn[in_turn.size() - left], most - left);
         if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
       }
+      left_.assign(in_turn.end() - static_cast<std::ptrdiff_t>(left), in_turn.end());
       nvjpeg_batch_counts turn;
       clock::time_point lent = clock::now();
-      if (on_gpu > 0) {
-        plan_->keep_first(on_gpu);
+      const std::size_t sample = shape_.elements();
+      if (left < in_turn.size() || !plan_->ahead().empty()) {
+        plan_->leave(left_);
         if (!decoder) decoder.emplace(decoders_->borrow(device_id_));  // waits for one
         lent = clock::now();
-        (*decoder)->decode(*plan_, images.first(on_gpu), data(), stream_->native_handle());
+        (*decoder)->decode(*plan_, images, data(), stream_->native_handle());
         turn = (*decoder)->last_batch();
+      } else {
+        upload(refused, refused_samples_.data());  // no decoder needed: the rest is decoded
       }
       decoder.reset();
       decoders_->add_times(planned - start, lent - planned, turn.waited, turn.queued);
-      const std::size_t sample = shape_.elements();
-      if (on_gpu < size_) {
-        CREMA_CUDA_TRY(cudaMemcpyAsync(data() + on_gpu * sample,
-                                       staged_samples_.data() + (on_gpu - first_staged) * sample,
-                                       (size_ - on_gpu) * sample * sizeof(T),
-                                       cudaMemcpyHostToDevice, stream_->native_handle()));
-      }
+      if (left > 0) upload(left_, staged_samples_.data() + (most - left) * sample);
       CREMA_CUDA_TRY(cudaMemcpyAsync(device_.get(), labels_.get(), size_ * sizeof(label_type),
                                      cudaMemcpyHostToDevice, stream_->native_handle()));
       ready_ = stream_->record();
@@ -433,23 +435,30 @@ class basic_nvjpeg_batcher {
     [[nodiscard]] T* data() const noexcept {
       return static_cast<T*>(device_.get()) + labels_stride_;
     }
-    // Image i through the CPU path into staged sample `at` of the share, or copied there if the
-    // plan decoded it already (one of `refused`, the plan's images on the host).
-    void decode_on_host(std::size_t i, std::size_t at, std::span<const std::size_t> refused) {
+    // Image i through the CPU path into staged sample `at` of the share.
+    void decode_on_host(std::size_t i, std::size_t at) {
       const std::size_t sample = shape_.elements();
       staged_samples_.resize(most_on_host_ * sample);  // once
-      const std::span<T> to = std::span<T>(staged_samples_).subspan(at * sample, sample);
-      const auto found = std::lower_bound(refused.begin(), refused.end(), i);
-      if (found != refused.end() && *found == i) {
-        const T* decoded = refused_samples_.data() + (found - refused.begin()) * sample;
-        std::copy_n(decoded, sample, to.data());
-        return;
-      }
       if (!host_transform_) {  // the windows at full size, as the decoders decode them
         host_transform_.emplace(::crema::detail::at_full_size(decoders_->transform()));
       }
-      (*host_transform_)(images_[i].bytes, to, images_[i].rng, images_[i].key);
+      (*host_transform_)(images_[i].bytes,
+                         std::span<T>(staged_samples_).subspan(at * sample, sample), images_[i].rng,
+                         images_[i].key);
       decoders_->host_decoded_.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Samples decoded on the host uploaded to their places: `from`'s k-th is image `images[k]`'s
+    // (in order); one copy a run of consecutive images.
+    void upload(std::span<const std::size_t> images, const T* from) const {
+      const std::size_t sample = shape_.elements();
+      for (std::size_t k = 0; k < images.size();) {
+        std::size_t run = 1;
+        while (k + run < images.size() && images[k + run] == images[k] + run) ++run;
+        CREMA_CUDA_TRY(cudaMemcpyAsync(data() + images[k] * sample, from + k * sample,
+                                       run * sample * sizeof(T), cudaMemcpyHostToDevice,
+                                       stream_->native_handle()));
+        k += run;
+      }
     }
     [[nodiscard]] view_type view() const {
       const auto* block = static_cast<const T*>(device_.get());
@@ -485,6 +494,7 @@ class basic_nvjpeg_batcher {
     std::vector<std::string> keys_;
     std::size_t size_ = 0;
     std::optional<image_transform> host_transform_;  // made on first need
+    std::vector<std::size_t> left_;  // the images of the last batch its producer decoded
     // Pinned, each grown on need: the share decoded while decoders are lent, and the images
     // nvJPEG does not take (an upload from them is done once stage(0) has waited).
     std::vector<T, pinned_allocator<T>> staged_samples_;
