@@ -249,12 +249,28 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const auto options = every_kind().front();
     batch_input in = photographs(2);
     in.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 11);
-    // astronaut.jpg has 65,536 pixels, coffee.jpg 43,263.
-    decoder gpu(options, {.gpu_huffman_above_pixels = 50'000});
+    // A window needs the Huffman decoding of its image's rows down to its own last one: of
+    // astronaut.jpg's 65,536 pixels, 256 a row. Those past the line, of the 4 baseline JPEGs:
+    const std::size_t line = 63'000;
+    std::size_t past = 0;
+    std::size_t whole_past = 0;  // what counting whole images would say
+    crema::image_decoder header;
+    crema::image_transform_options full = options;
+    full.decode.dct_scaling = false;
+    const crema::image_transform transform(full);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const crema::image_info info = header.info(in.images[i].bytes, in.keys[i]);
+      crema::sample_rng rng = in.images[i].rng;
+      const crema::pixel_window w = transform.geometry(info.height, info.width, rng).window;
+      past += info.width * (w.top + w.height) > line ? 1 : 0;
+      whole_past += info.width * info.height > line ? 1 : 0;
+    }
+    REQUIRE(past != whole_past);  // the windows of these draws tell the two apart
+    decoder gpu(options, {.gpu_huffman_above_pixels = line});
     auto before = fake::counts();
     check_samples(options, in, decode<float>(gpu, in));
-    CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 2);
-    CHECK(fake::counts().host_huffman - before.host_huffman == 3);
+    CHECK(fake::counts().gpu_huffman - before.gpu_huffman == past);
+    CHECK(fake::counts().host_huffman - before.host_huffman == 5 - past);
     CHECK(gpu.last_batch().ahead == 5);
     // All above: the progressive one still on the host, which the GPU's Huffman decoding does
     // not take; so in the decoder's call, for a plan whose maker did not decode ahead.

@@ -299,12 +299,14 @@ struct nvjpeg_options {
   /// Chroma upsampled by interpolation (as libjpeg-turbo's default "fancy" upsampling), not
   /// by repeating samples: pixels closer to the CPU path's.
   bool interpolate_chroma = true;
-  /// Of the images the hardware engine does not decode, those of more pixels than this have
-  /// their Huffman decoding done on the GPU; the others' is done on the host, by the thread
-  /// that plans them (`nvjpeg_batch_plan::decode_hybrid`) or decodes them; each the other way
-  /// where nvJPEG's decoder for it does not take the image. On one core, Huffman decoding takes
-  /// longest for the largest images. NVIDIA's DALI draws the same line, by default at a million
-  /// pixels.
+  /// Of the images the hardware engine does not decode, those whose window needs the Huffman
+  /// decoding of more pixels than this have it done on the GPU; the others' is done on the
+  /// host, by the thread that plans them (`nvjpeg_batch_plan::decode_hybrid`) or decodes them;
+  /// each the other way where nvJPEG's decoder for it does not take the image. A window needs
+  /// the image's rows down to its own last one (entropy-coded data is read in order): the
+  /// image's width times the window's bottom row. On one core, Huffman decoding takes longest
+  /// for the most pixels. NVIDIA's DALI draws the same line, by default at a million pixels
+  /// (counting the window's width where this counts the image's).
   std::size_t gpu_huffman_above_pixels = 1'000'000;
   /// The share of each batch's JPEGs the hardware engine takes that it decodes, the first ones;
   /// those after go to the GPU-assisted decoder (decoded ahead by a batcher's producers, the
@@ -389,8 +391,8 @@ class nvjpeg_library {
   /// @return the share of a batch's JPEGs the engine takes that it decodes
   [[nodiscard]] double hardware_share() const noexcept { return hardware_share_; }
 
-  /// @return the lane of the GPU-assisted decoder for a parsed image of `pixels` decoded with
-  /// `params`: the GPU's Huffman decoding for images of more pixels than
+  /// @return the lane of the GPU-assisted decoder for a parsed image decoded with `params`,
+  /// whose window needs the Huffman decoding of `pixels`: the GPU's Huffman decoding above
   /// `nvjpeg_options::gpu_huffman_above_pixels`, the host's for the others, each where its
   /// decoder takes the image and the other lane otherwise (NVIDIA's DALI gives the GPU's no
   /// progressive JPEG); none where neither takes it
@@ -464,7 +466,7 @@ class nvjpeg_batch_plan {
     ::crema::detail::grow_nvjpeg(library_->handle(), n, params_);
     geometries_.resize(n);
     flips_.resize(n);
-    pixels_.resize(n);
+    huffman_pixels_.resize(n);
     lanes_.resize(n);
     places_.resize(n);
     size_ = 0;  // a plan that failed halfway plans nothing
@@ -475,7 +477,8 @@ class nvjpeg_batch_plan {
       sample_rng rng = image.rng;  // the draws of image_transform::operator(), in its order
       geometries_[i] = transform_.geometry(info.height, info.width, rng);
       flips_[i] = transform_.options().mirror && rng.bernoulli(0.5) ? 1 : 0;
-      pixels_[i] = info.width * info.height;
+      const pixel_window& window = geometries_[i].window;
+      huffman_pixels_[i] = info.width * (window.top + window.height);
       places_[i] = info.format == image_format::jpeg ? place_of(i, image) : place::host;
     }
     share_out_engine(n);
@@ -503,8 +506,8 @@ class nvjpeg_batch_plan {
 
   /// @brief Decodes the images planned for nvJPEG's GPU-assisted decoder (the JPEGs the hardware
   /// engine refuses, such as progressive ones; every JPEG where there is no engine) now, on this
-  /// thread: each one's host phase here (its Huffman decoding, done on the GPU instead for images
-  /// of more than `nvjpeg_options::gpu_huffman_above_pixels`), its transfer and the GPU's part
+  /// thread: each one's host phase here (its Huffman decoding, done on the GPU instead for windows
+  /// past `nvjpeg_options::gpu_huffman_above_pixels`), its transfer and the GPU's part
   /// queued on a stream of the plan's own, into device memory of the plan's. A decoder then only
   /// copies their windows in its turn, which a pipeline's producers share. The host decodes an
   /// image while the GPU decodes the one before, and waits for that one before it queues the
@@ -624,7 +627,7 @@ class nvjpeg_batch_plan {
       return place::hardware;
     }
     const std::optional<nvjpeg_library::lane> assisted =
-        library_->gpu_assisted_lane(stream, params, pixels_[i]);
+        library_->gpu_assisted_lane(stream, params, huffman_pixels_[i]);
     if (!assisted) return place::host;
     lanes_[i] = *assisted;
     return place::hybrid;
@@ -646,7 +649,7 @@ class nvjpeg_batch_plan {
         continue;
       }
       const std::optional<nvjpeg_library::lane> assisted =
-          library_->gpu_assisted_lane(streams_[i].get(), params_[i].get(), pixels_[i]);
+          library_->gpu_assisted_lane(streams_[i].get(), params_[i].get(), huffman_pixels_[i]);
       if (assisted) {
         lanes_[i] = *assisted;
         places_[i] = place::hybrid;
@@ -715,7 +718,8 @@ class nvjpeg_batch_plan {
   std::vector<::crema::detail::nvjpeg_params> params_;
   std::vector<image_geometry> geometries_;
   std::vector<unsigned char> flips_;
-  std::vector<std::size_t> pixels_;          // image i's, whole
+  // Image i's pixels its window's Huffman decoding goes through (its rows down to the window's)
+  std::vector<std::size_t> huffman_pixels_;
   std::vector<nvjpeg_library::lane> lanes_;  // image i's GPU-assisted decoder, if it has one
   std::vector<place> places_;
   std::vector<std::size_t> offsets_;  // image i's window at this byte of the decoding buffer
@@ -1073,7 +1077,7 @@ class basic_nvjpeg_batch_decoder {
       ::crema::detail::nvjpeg_check(parse, "nvjpegJpegStreamParse");
       ::crema::detail::set_nvjpeg_window(params, output_format_, plan.geometries_[i].window);
       const std::optional<nvjpeg_library::lane> lane =
-          library_->gpu_assisted_lane(parsed, params, plan.pixels_[i]);
+          library_->gpu_assisted_lane(parsed, params, plan.huffman_pixels_[i]);
       if (!lane) {
         ::crema::detail::fail<format_error>(
             "image {}: nvJPEG's GPU-assisted decoders do not take it", images[i].key);
