@@ -363,28 +363,61 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
   const crema::image_transform_options options = folder_options();
   const crema::test::batches expected = cpu_epoch(scratch.path(), options);
   crema::cuda_stream compute;
-  {
+  const int device = crema::cuda::current_device();
+  using loan = crema::cuda::nvjpeg_batcher<float>::decoder_pool::loan;
+  // Gives `held` back after `ms` milliseconds, on a thread of its own.
+  const auto give_back_after = [](std::optional<loan>& held, int ms) {
+    return std::thread([&held, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      held.reset();
+    });
+  };
+  if (crema::cuda::nvjpeg_library().hardware()) {
     // The test holds the only decoder: every image is the producers', the CPU path's exactly.
     const crema::cuda::nvjpeg_batcher<float> batcher(options,
                                                      {.decoders = 1, .max_host_share = 1.0});
-    const auto held = batcher.decoders().borrow(crema::cuda::current_device());
+    const auto held = batcher.decoders().borrow(device);
     const crema::test::batches got =
         crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
     CHECK(got == expected);
     CHECK(batcher.refused() == 1);  // the folder's PNG, decoded with the plan
     CHECK(batcher.host_decoded() == 15);
+  } else {
+    // Without the engine every JPEG is decoded ahead, its window on the GPU already: none goes
+    // to the CPU, and the producers wait for the decoder to copy the windows.
+    const crema::cuda::nvjpeg_batcher<float> batcher(options,
+                                                     {.decoders = 1, .max_host_share = 1.0});
+    std::optional<loan> held(batcher.decoders().borrow(device));
+    std::thread give_back = give_back_after(held, 100);
+    const crema::test::batches got =
+        crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
+    give_back.join();
+    CHECK(batcher.decoded_ahead() == 15);
+    CHECK(batcher.host_decoded() == 0);
+    check_within_bound(got, expected);
+  }
+  {
+    // With half of the engine's JPEGs decoded ahead, the share takes only the engine's others:
+    // the decoder copies the windows decoded ahead in between those the CPU path decoded.
+    const crema::cuda::nvjpeg_batcher<float> batcher(
+        options, {.decoders = 1, .max_host_share = 1.0, .decoding = {.hardware_share = 0.5}});
+    std::optional<loan> held(batcher.decoders().borrow(device));
+    std::thread give_back = give_back_after(held, 100);
+    const crema::test::batches got =
+        crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
+    give_back.join();
+    MESSAGE(fmt::format("a hardware share of 0.5: {} decoded ahead, {} by the CPU share",
+                        batcher.decoded_ahead(), batcher.host_decoded()));
+    CHECK(batcher.decoded_ahead() + batcher.host_decoded() + batcher.refused() <= 16);
+    check_within_bound(got, expected);
   }
   {
     // Half of the first batch on the CPU, the rest on nvJPEG once the decoder is back: within
     // the bound.
     const crema::cuda::nvjpeg_batcher<float> batcher(options,
                                                      {.decoders = 1, .max_host_share = 0.5});
-    std::optional<crema::cuda::nvjpeg_batcher<float>::decoder_pool::loan> held(
-        batcher.decoders().borrow(crema::cuda::current_device()));
-    std::thread give_back([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      held.reset();
-    });
+    std::optional<loan> held(batcher.decoders().borrow(device));
+    std::thread give_back = give_back_after(held, 100);
     const crema::test::batches got =
         crema::test::epoch(scratch.path(), batcher, 1, read_back(compute));
     give_back.join();
