@@ -364,13 +364,17 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
   const crema::test::batches expected = cpu_epoch(scratch.path(), options);
   crema::cuda_stream compute;
   const int device = crema::cuda::current_device();
-  using loan = crema::cuda::nvjpeg_batcher<float>::decoder_pool::loan;
-  // Gives `held` back after `ms` milliseconds, on a thread of its own.
-  const auto give_back_after = [](std::optional<loan>& held, int ms) {
-    return std::thread([&held, ms] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  // One pass through `batcher` on `producers` threads while the test holds its only decoder for
+  // the first 100 ms.
+  const auto epoch_held_at_first = [&](const crema::cuda::nvjpeg_batcher<float>& batcher,
+                                       std::size_t producers) {
+    std::optional<crema::cuda::nvjpeg_batcher<float>::decoder_pool::loan> held(
+        batcher.decoders().borrow(device));
+    const std::jthread give_back([&held] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
       held.reset();
     });
+    return crema::test::epoch(scratch.path(), batcher, producers, read_back(compute));
   };
   if (crema::cuda::nvjpeg_library().hardware()) {
     // The test holds the only decoder: every image is the producers', the CPU path's exactly.
@@ -387,11 +391,7 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
     // to the CPU, and the producers wait for the decoder to copy the windows.
     const crema::cuda::nvjpeg_batcher<float> batcher(options,
                                                      {.decoders = 1, .max_host_share = 1.0});
-    std::optional<loan> held(batcher.decoders().borrow(device));
-    std::thread give_back = give_back_after(held, 100);
-    const crema::test::batches got =
-        crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
-    give_back.join();
+    const crema::test::batches got = epoch_held_at_first(batcher, 2);
     CHECK(batcher.decoded_ahead() == 15);
     CHECK(batcher.host_decoded() == 0);
     check_within_bound(got, expected);
@@ -401,11 +401,7 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
     // the decoder copies the windows decoded ahead in between those the CPU path decoded.
     const crema::cuda::nvjpeg_batcher<float> batcher(
         options, {.decoders = 1, .max_host_share = 1.0, .decoding = {.hardware_share = 0.5}});
-    std::optional<loan> held(batcher.decoders().borrow(device));
-    std::thread give_back = give_back_after(held, 100);
-    const crema::test::batches got =
-        crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
-    give_back.join();
+    const crema::test::batches got = epoch_held_at_first(batcher, 2);
     MESSAGE(fmt::format("a hardware share of 0.5: {} decoded ahead, {} by the CPU share",
                         batcher.decoded_ahead(), batcher.host_decoded()));
     CHECK(batcher.decoded_ahead() + batcher.host_decoded() + batcher.refused() <= 16);
@@ -416,11 +412,7 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
     // the bound.
     const crema::cuda::nvjpeg_batcher<float> batcher(options,
                                                      {.decoders = 1, .max_host_share = 0.5});
-    std::optional<loan> held(batcher.decoders().borrow(device));
-    std::thread give_back = give_back_after(held, 100);
-    const crema::test::batches got =
-        crema::test::epoch(scratch.path(), batcher, 1, read_back(compute));
-    give_back.join();
+    const crema::test::batches got = epoch_held_at_first(batcher, 1);
     CHECK(batcher.host_decoded() >= 2);
     check_within_bound(got, expected);
   }
