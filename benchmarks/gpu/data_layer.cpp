@@ -115,17 +115,22 @@ class feed_waits {
 // records it read; device work goes on `compute`, waited for at the end of each pass). One
 // untimed pass first (every slot's memory made, the database in the page cache), then
 // `before_timing`, then the timed ones; counts samples and bytes (`value_bytes` a value), the
-// host's cost (gpu::host_cost) and who waited (feed_waits) over the timed passes.
+// host's cost (gpu::host_cost) and who waited (feed_waits) over the timed passes. `prefetch`:
+// the pipeline's slots (0: its default).
 template <class Batcher, class Step>
 void feed_passes(
     benchmark::State& state, const dataset& set, Batcher batcher, Step step,
-    std::size_t value_bytes = sizeof(float), void (*before_timing)() = [] {}) {
+    std::size_t value_bytes = sizeof(float), void (*before_timing)() = [] {},
+    std::size_t prefetch = 0) {
   const auto& db = crema::bench::data_layer::database_of(set);
   const auto threads = static_cast<std::size_t>(state.range(0));
-  crema::double_buffered_pipeline pipe{
-      crema::lmdb_source(db.path()),
-      std::move(batcher),
-      {.batch_size = set.batch, .producers = threads, .threads = threads, .seed = 7}};
+  crema::double_buffered_pipeline pipe{crema::lmdb_source(db.path()),
+                                       std::move(batcher),
+                                       {.batch_size = set.batch,
+                                        .prefetch = prefetch,
+                                        .producers = threads,
+                                        .threads = threads,
+                                        .seed = 7}};
   auto consumer = pipe.consumer(0);
   crema::cuda_stream compute;
   const auto pass = [&] {
@@ -280,7 +285,10 @@ void producer_calls(benchmark::State& state, const dataset* set) {
 // first, no runtime call, no copy), alone and beside raw uploads of another buffer at the link's
 // rate: whether the memory, the link's traffic or the uploads of what the producers have just
 // written cost them their time. (Write-combined and huge-page pinned memory, newest-first refills
-// and streamed stores were tried too: docs/performance.md.)
+// and streamed stores were tried too: docs/performance.md.) And the default CUDA batch with twice
+// the slots a thread (cuda-more-slots/): whether a refill waits for its slot's last upload because
+// the slot went back to the producers too recently (the default leaves two free beside those being
+// filled, so a refill most often takes one whose upload was started a batch or two before).
 struct fill_totals {
   std::atomic<std::int64_t> first_record_ns{0};
   std::atomic<std::int64_t> transform_ns{0};
@@ -359,7 +367,7 @@ class no_upload_batch : public batch_type {
   std::size_t size_ = 0;
 };
 
-enum class profiled { cuda, cuda_bytes, host, no_upload, no_upload_beside_copies };
+enum class profiled { cuda, cuda_more_slots, cuda_bytes, host, no_upload, no_upload_beside_copies };
 
 // Raw pinned uploads of a buffer of their own, back to back on a thread of their own while it
 // lives: the link's traffic without the feed's bytes, beside a feed that uploads nothing.
@@ -404,9 +412,11 @@ class background_copies {
   std::thread thread_;
 };
 
-// `beside_copies`: raw uploads of another buffer run meanwhile.
+// `beside_copies`: raw uploads of another buffer run meanwhile; `more_slots`: twice the slots a
+// producer thread, and two more.
 template <class Batch>
-void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = false) {
+void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = false,
+                   bool more_slots = false) {
   const dataset& set = small;
   std::optional<background_copies> copies;
   if (beside_copies) copies.emplace();
@@ -426,8 +436,10 @@ void profiled_feed(benchmark::State& state, bool uploads, bool beside_copies = f
     benchmark::DoNotOptimize(&*batch);
     return batch->size();
   };
-  feed_passes(state, set, std::move(batcher), step, sizeof(typename Batch::value_type),
-              [] { fill_time.reset(); });
+  const auto threads = static_cast<std::size_t>(state.range(0));
+  feed_passes(
+      state, set, std::move(batcher), step, sizeof(typename Batch::value_type),
+      [] { fill_time.reset(); }, more_slots ? 2 * threads + 2 : 0);
   if (copies) copies->finish();
   fill_time.count(state);
 }
@@ -435,6 +447,8 @@ void profiled_data_layer(benchmark::State& state, profiled what) {
   switch (what) {
     case profiled::cuda:
       return profiled_feed<batch_type>(state, true);
+    case profiled::cuda_more_slots:
+      return profiled_feed<batch_type>(state, true, false, true);
     case profiled::cuda_bytes:
       return profiled_feed<crema::cuda::device_batch<std::uint8_t>>(state, true);
     case profiled::host:
@@ -451,6 +465,9 @@ void profile_threads(benchmark::internal::Benchmark* bench) {
 
 BENCHMARK_CAPTURE(profiled_data_layer, cuda, profiled::cuda)
     ->Name("profile/cuda/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, cuda_more_slots, profiled::cuda_more_slots)
+    ->Name("profile/cuda-more-slots/data_layer/small")
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, cuda_bytes, profiled::cuda_bytes)
     ->Name("profile/cuda-bytes/data_layer/small")
@@ -527,8 +544,8 @@ int main(int argc, char** argv) {
       [](const crema::bench::ratio_reporter& reporter) {
         fmt::print("\nwhere the small feed's producers spend a batch (profile/)\n");
         for (const long threads : {4L, 16L}) {
-          for (const char* feed :
-               {"host", "cuda", "cuda-bytes", "cuda-no-upload", "cuda-no-upload-beside-copies"}) {
+          for (const char* feed : {"host", "cuda", "cuda-more-slots", "cuda-bytes",
+                                   "cuda-no-upload", "cuda-no-upload-beside-copies"}) {
             const auto of =
                 fmt::format("profile/{}/data_layer/small/threads:{}/real_time", feed, threads);
             const double ns = reporter.nanoseconds(of);
