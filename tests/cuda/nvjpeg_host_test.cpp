@@ -842,6 +842,23 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(batcher.host_decoded() == 0);
   }
 
+  TEST_CASE("batches of images nvJPEG does not take borrow no decoder, and none is made") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-no-decoder");
+    make_folder(scratch.path());
+    const std::vector<std::byte> png = crema::test::coffee_png();
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(scratch.path())) {
+      if (entry.path().extension() == ".jpg") crema::test::write_bytes(entry.path(), png);
+    }
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);
+    const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options);
+    crema::cuda_stream compute;
+    CHECK(epoch(scratch.path(), batcher, 2, read_device_batch(compute)) == expected);
+    CHECK(batcher.refused() == 16);
+    CHECK(batcher.decoders_made(0) == 0);
+  }
+
   TEST_CASE("a producer does the GPU-assisted decoder's host phase before it borrows a decoder") {
     fake::set({.hardware_engine = false});
     crema::test::scratch_directory scratch("nvjpeg-ahead-first");

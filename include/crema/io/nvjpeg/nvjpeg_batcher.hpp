@@ -374,19 +374,25 @@ class basic_nvjpeg_batcher {
       // its turn itself, the last first, up to its share; those decoded ahead are on the GPU
       // already. They are staged in order, the last at the share's last sample.
       const std::span<const std::size_t> in_turn = plan_->in_turn();
+      const bool ahead = !plan_->ahead().empty();
       const std::size_t most = std::min(most_on_host_, in_turn.size());
       std::size_t left = 0;
-      std::optional<typename decoder_pool::loan> decoder = decoders_->try_borrow(device_id_);
+      // None borrowed (nor made) for a batch a decoder has nothing of.
+      std::optional<typename decoder_pool::loan> decoder;
+      const auto try_borrow = [&] {
+        if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
+      };
+      if (!in_turn.empty() || ahead) try_borrow();
       while (!decoder && left < most) {
         ++left;
         decode_on_host(in_turn[in_turn.size() - left], most - left);
-        if (auto lent = decoders_->try_borrow(device_id_)) decoder.emplace(std::move(*lent));
+        try_borrow();
       }
       left_.assign(in_turn.end() - static_cast<std::ptrdiff_t>(left), in_turn.end());
       nvjpeg_batch_counts turn;
       clock::time_point lent = clock::now();
       const std::size_t sample = shape_.elements();
-      if (left < in_turn.size() || !plan_->ahead().empty()) {
+      if (left < in_turn.size() || ahead) {
         plan_->leave(left_);
         if (!decoder) decoder.emplace(decoders_->borrow(device_id_));  // waits for one
         lent = clock::now();
