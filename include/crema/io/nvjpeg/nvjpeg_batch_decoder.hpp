@@ -166,6 +166,21 @@ inline void set_nvjpeg_window(nvjpegDecodeParams_t params, nvjpegOutputFormat_t 
                                             static_cast<int>(w.height)));
 }
 
+// Samples decoded on the host, uploaded on `stream` to their places in `out`: `from`'s k-th
+// sample (of `sample` values) is image `images[k]`'s, in order; one copy a run of consecutive
+// images.
+template <class T>
+void upload_samples(std::span<const std::size_t> images, const T* from, T* out, std::size_t sample,
+                    cudaStream_t stream) {
+  for (std::size_t k = 0; k < images.size();) {
+    std::size_t run = 1;
+    while (k + run < images.size() && images[k + run] == images[k] + run) ++run;
+    CREMA_CUDA_TRY(cudaMemcpyAsync(out + images[k] * sample, from + k * sample,
+                                   run * sample * sizeof(T), cudaMemcpyHostToDevice, stream));
+    k += run;
+  }
+}
+
 // The GPU-assisted decoding a plan's maker does itself (`nvjpeg_batch_plan::decode_hybrid`), on
 // a stream of its own, into device memory of its own from which a decoder copies the windows in
 // its turn. Each image has a state of its own for each of the library's GPU-assisted decoders
@@ -946,21 +961,21 @@ class basic_nvjpeg_batch_decoder {
                            static_cast<const std::uint8_t*>(decoded_.data()),
                            static_cast<std::uint8_t*>(kept_.data()), out},
         stream);
-    // The CPU path's images: decoded by the plan's maker on its own thread, or here.
-    const T* by_plan = reinterpret_cast<const T*>(plan.host_samples_);
+    // The CPU path's images: decoded by the plan's maker on its own thread, or here, each
+    // uploaded as soon as it is decoded.
+    if (plan.host_samples_ != nullptr) {
+      ::crema::detail::upload_samples(std::span<const std::size_t>(plan.host_list_),
+                                      reinterpret_cast<const T*>(plan.host_samples_), out, sample,
+                                      stream);
+      return;
+    }
     T* staged = static_cast<T*>(staged_samples_.data());
     for (std::size_t k = 0; k < plan.host_list_.size(); ++k) {
       const std::size_t i = plan.host_list_[k];
-      const T* from = nullptr;
-      if (by_plan != nullptr) {
-        from = by_plan + k * sample;
-      } else {
-        const std::span<T> to(staged + k * sample, sample);
-        transform_.apply(images[i].bytes, plan.geometries_[i], plan.flips_[i] != 0, to,
-                         images[i].key);
-        from = to.data();
-      }
-      CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, from, sample * sizeof(T),
+      const std::span<T> to(staged + k * sample, sample);
+      transform_.apply(images[i].bytes, plan.geometries_[i], plan.flips_[i] != 0, to,
+                       images[i].key);
+      CREMA_CUDA_TRY(cudaMemcpyAsync(out + i * sample, to.data(), sample * sizeof(T),
                                      cudaMemcpyHostToDevice, stream));
     }
   }

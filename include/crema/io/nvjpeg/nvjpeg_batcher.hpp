@@ -453,18 +453,10 @@ class basic_nvjpeg_batcher {
                          images_[i].key);
       decoders_->host_decoded_.fetch_add(1, std::memory_order_relaxed);
     }
-    // Samples decoded on the host uploaded to their places: `from`'s k-th is image `images[k]`'s
-    // (in order); one copy a run of consecutive images.
+    // Samples decoded on the host uploaded to their places (`from`'s k-th is `images[k]`'s).
     void upload(std::span<const std::size_t> images, const T* from) const {
-      const std::size_t sample = shape_.elements();
-      for (std::size_t k = 0; k < images.size();) {
-        std::size_t run = 1;
-        while (k + run < images.size() && images[k + run] == images[k] + run) ++run;
-        CREMA_CUDA_TRY(cudaMemcpyAsync(data() + images[k] * sample, from + k * sample,
-                                       run * sample * sizeof(T), cudaMemcpyHostToDevice,
-                                       stream_->native_handle()));
-        k += run;
-      }
+      ::crema::detail::upload_samples(images, from, data(), shape_.elements(),
+                                      stream_->native_handle());
     }
     [[nodiscard]] view_type view() const {
       const auto* block = static_cast<const T*>(device_.get());
