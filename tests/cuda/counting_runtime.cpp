@@ -31,6 +31,18 @@ void count(call c) noexcept {
   if (calling_thread.of[i]++ == 0) callers[i].fetch_add(1, std::memory_order_relaxed);
 }
 
+// What fail_call set: the kind of call to fail (count_: none), the calls of it still to let
+// through, the error, and, once a sticky failure has happened, the error every call returns.
+struct injected_failure {
+  std::atomic<std::size_t> kind{static_cast<std::size_t>(call::count_)};
+  std::atomic<std::int64_t> left{-1};
+  std::atomic<int> error{cudaSuccess};
+  std::atomic<bool> sticky{false};
+  std::atomic<int> stuck{cudaSuccess};
+  std::atomic<std::uint64_t> failed{0};
+};
+injected_failure injected;
+
 // What a handle points at: a tag, so that a handle this runtime did not make is refused.
 struct stream_object {
   std::uint32_t tag = 0x5354524d;  // "STRM"
@@ -71,6 +83,25 @@ thread_local cudaError_t last_error = cudaSuccess;
 cudaError_t fail(cudaError_t error) noexcept {
   last_error = error;
   return error;
+}
+// Counts call `c` and returns the error it fails with (cudaSuccess where it does not).
+cudaError_t enter(call c) noexcept {
+  count(c);
+  if (const int stuck = injected.stuck.load(std::memory_order_acquire);
+      stuck != cudaSuccess && c != call::get_device) {
+    injected.failed.fetch_add(1, std::memory_order_relaxed);
+    return fail(static_cast<cudaError_t>(stuck));
+  }
+  if (injected.kind.load(std::memory_order_acquire) != static_cast<std::size_t>(c) ||
+      injected.left.fetch_sub(1, std::memory_order_acq_rel) != 0) {
+    return cudaSuccess;
+  }
+  const int error = injected.error.load(std::memory_order_relaxed);
+  if (injected.sticky.load(std::memory_order_relaxed)) {
+    injected.stuck.store(error, std::memory_order_release);
+  }
+  injected.failed.fetch_add(1, std::memory_order_relaxed);
+  return fail(static_cast<cudaError_t>(error));
 }
 bool is_stream(cudaStream_t stream) noexcept {
   return stream == nullptr || reinterpret_cast<stream_object*>(stream)->tag == stream_object{}.tag;
@@ -115,13 +146,30 @@ std::uint64_t threads_calling(call c) noexcept {
   return callers[static_cast<std::size_t>(c)].load(std::memory_order_relaxed);
 }
 
+void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky) noexcept {
+  heal();
+  injected.failed.store(0, std::memory_order_relaxed);
+  injected.error.store(error, std::memory_order_relaxed);
+  injected.sticky.store(sticky, std::memory_order_relaxed);
+  injected.left.store(static_cast<std::int64_t>(after), std::memory_order_relaxed);
+  injected.kind.store(static_cast<std::size_t>(c), std::memory_order_release);
+}
+
+void heal() noexcept {
+  injected.kind.store(static_cast<std::size_t>(call::count_), std::memory_order_release);
+  injected.stuck.store(cudaSuccess, std::memory_order_release);
+  injected.left.store(-1, std::memory_order_relaxed);
+}
+
+std::uint64_t failed_calls() noexcept { return injected.failed.load(std::memory_order_relaxed); }
+
 std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_order_relaxed); }
 std::uint64_t spinning_waits() noexcept { return spinning.load(std::memory_order_relaxed); }
 
 }  // namespace crema::test::counting_cuda
 
 using crema::test::counting_cuda::call;
-using crema::test::counting_cuda::count;
+using crema::test::counting_cuda::enter;
 using crema::test::counting_cuda::event_object;
 using crema::test::counting_cuda::fail;
 using crema::test::counting_cuda::is_event;
@@ -142,7 +190,8 @@ std::mutex allocations_lock;
 std::map<std::uintptr_t, allocation> allocations;
 
 cudaError_t allocate(void** pointer, std::size_t bytes, cudaMemoryType type) {
-  count(call::allocate);
+  *pointer = nullptr;
+  if (const cudaError_t error = enter(call::allocate)) return error;
   *pointer = std::malloc(bytes == 0 ? 1 : bytes);
   if (*pointer == nullptr) return fail(cudaErrorMemoryAllocation);
   const std::lock_guard lock(allocations_lock);
@@ -159,17 +208,32 @@ cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaGetDevice(int* device) {
-  count(call::get_device);
   *device = 0;
-  return cudaSuccess;
+  return enter(call::get_device);
 }
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
-  count(call::set_device);
+  if (const cudaError_t error = enter(call::set_device)) return error;
   return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
 }
 cudaError_t CUDARTAPI cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
+// The names of the errors crema's tests meet; the others, one for all.
 const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
-  return error == cudaSuccess ? "cudaSuccess" : "cudaError (counting runtime)";
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
+    default:
+      return "cudaError (counting runtime)";
+  }
 }
 const char* CUDARTAPI cudaGetErrorString(cudaError_t error) { return cudaGetErrorName(error); }
 
@@ -183,13 +247,13 @@ cudaError_t CUDARTAPI cudaMallocHost(void** pointer, size_t bytes) {
   return allocate(pointer, bytes, cudaMemoryTypeHost);
 }
 cudaError_t CUDARTAPI cudaFree(void* pointer) {
-  count(call::free);
+  const cudaError_t error = enter(call::free);  // freed all the same: see fail_call
   if (pointer != nullptr) {
     const std::lock_guard lock(allocations_lock);
     allocations.erase(reinterpret_cast<std::uintptr_t>(pointer));
   }
   std::free(pointer);
-  return cudaSuccess;
+  return error;
 }
 cudaError_t CUDARTAPI cudaFreeHost(void* pointer) { return cudaFree(pointer); }
 // Device memory and pinned memory as they were allocated; anything else is pageable.
@@ -208,19 +272,19 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes
 }
 
 cudaError_t CUDARTAPI cudaMemset(void* destination, int value, size_t bytes) {
-  count(call::memcpy);
+  if (const cudaError_t error = enter(call::memcpy)) return error;
   std::memset(destination, value, bytes);
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaMemcpy(void* destination, const void* source, size_t bytes,
                                  cudaMemcpyKind /*kind*/) {
-  count(call::memcpy);
+  if (const cudaError_t error = enter(call::memcpy)) return error;
   std::memcpy(destination, source, bytes);
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* destination, const void* source, size_t bytes,
                                       cudaMemcpyKind /*kind*/, cudaStream_t stream) {
-  count(call::memcpy_async);
+  if (const cudaError_t error = enter(call::memcpy_async)) return error;
   if (!is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   const stream_call on(stream);
   std::memcpy(destination, source, bytes);
@@ -228,7 +292,8 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* destination, const void* source, siz
 }
 
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* stream) {
-  count(call::stream_create);
+  *stream = nullptr;
+  if (const cudaError_t error = enter(call::stream_create)) return error;
   *stream = reinterpret_cast<cudaStream_t>(new (std::nothrow) stream_object);
   return *stream != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
@@ -236,24 +301,25 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned i
   return cudaStreamCreate(stream);
 }
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
-  count(call::stream_destroy);
+  const cudaError_t error = enter(call::stream_destroy);  // destroyed all the same
   if (stream == nullptr || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   delete reinterpret_cast<stream_object*>(stream);
-  return cudaSuccess;
+  return error;
 }
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
-  count(call::stream_synchronize);
+  if (const cudaError_t error = enter(call::stream_synchronize)) return error;
   return is_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                           unsigned int /*flags*/) {
-  count(call::stream_wait_event);
+  if (const cudaError_t error = enter(call::stream_wait_event)) return error;
   const stream_call on(is_stream(stream) ? stream : nullptr);
   return is_stream(stream) && is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
-  count(call::event_create);
+  *event = nullptr;
+  if (const cudaError_t error = enter(call::event_create)) return error;
   *event = reinterpret_cast<cudaEvent_t>(new (std::nothrow) event_object);
   return *event != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
@@ -265,23 +331,23 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int 
   return status;
 }
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
-  count(call::event_destroy);
+  const cudaError_t error = enter(call::event_destroy);  // destroyed all the same
   if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
   delete reinterpret_cast<event_object*>(event);
-  return cudaSuccess;
+  return error;
 }
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  count(call::event_record);
+  if (const cudaError_t error = enter(call::event_record)) return error;
   if (!is_event(event) || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   const stream_call on(stream);
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
-  count(call::event_query);
+  if (const cudaError_t error = enter(call::event_query)) return error;
   return is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
-  count(call::event_synchronize);
+  if (const cudaError_t error = enter(call::event_synchronize)) return error;
   if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (!reinterpret_cast<const event_object*>(event)->blocking) {
     spinning.fetch_add(1, std::memory_order_relaxed);

@@ -3,7 +3,10 @@
 // A CUDA runtime that counts: the calls crema's CUDA code makes, implemented on the host (one
 // device, device memory from malloc, every copy done at once, every event complete), so that a
 // test linked against it instead of libcudart runs crema's real CUDA classes without a GPU and
-// asserts how many runtime calls each step costs. counting_runtime.cpp defines the runtime.
+// asserts how many runtime calls each step costs, and that a runtime which fails (`fail_call`)
+// stops the work with an error, never a hang or a crash. counting_runtime.cpp defines the runtime.
+
+#include <cuda_runtime_api.h>
 
 #include <array>
 #include <cstddef>
@@ -61,5 +64,16 @@ counts this_thread() noexcept;
 /// @return how many threads have made call `c` at least once so far: a feed whose copies all go
 ///         through one thread adds one
 std::uint64_t threads_calling(call c) noexcept;
+
+/// @brief Makes the runtime fail, as a GPU's does: the call of kind `c` that comes after `after`
+/// more calls of that kind, from any thread, returns `error` and does nothing. With `sticky`, every
+/// call from then on returns `error` too (cudaGetDevice aside), as a GPU's runtime answers every
+/// call after a kernel's fault (cudaErrorIllegalAddress), until `heal`. A free or a destroy that
+/// fails still frees what it is given, so that a test's memory stays clean.
+void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky = false) noexcept;
+/// Ends the failures `fail_call` set: every call succeeds again.
+void heal() noexcept;
+/// @return the calls made to fail since the last `fail_call`
+std::uint64_t failed_calls() noexcept;
 
 }  // namespace crema::test::counting_cuda

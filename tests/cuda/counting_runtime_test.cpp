@@ -2,12 +2,15 @@
 // counting runtime (counting_runtime.hpp) that this test links instead of libcudart: crema's
 // real CUDA classes, run without a GPU. What a feed that scales must keep to: one copy and one
 // event recorded per batch on the producers' side, one stream wait on the consumer's, no event,
-// stream or memory made once the slots have been through a fill, and no device switch.
+// stream or memory made once the slots have been through a fill, and no device switch. And what a
+// feed must do when the runtime fails: stop with an error that names the call, never deliver a
+// batch whose copy failed, never hang or crash.
 
 #include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/pipeline_failure.hpp"
 #include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
 
@@ -17,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -177,7 +181,95 @@ void check_one_copy_one_event(const counted_run& run, std::size_t streams_made) 
   CHECK(run.steady[call::stream_create] == 0);
 }
 
+// How a pass whose runtime fails ended: the error's message (with what a pipeline_error nests),
+// the batches delivered, and whether each held its records.
+struct failed_pass {
+  std::string error;
+  int delivered = 0;
+  bool intact = true;
+};
+
+// One ordered pass of `batches` batches, consumed as run_counted consumes it, with the runtime's
+// call `c` failing with `error` after `after` more of them (and every call after it, if `sticky`).
+failed_pass run_failing(upload_choice uploads, std::size_t producers, call c, std::uint64_t after,
+                        cudaError_t error, bool sticky) {
+  failed_pass pass;
+  try {
+    crema::cuda_stream compute;
+    crema::double_buffered_pipeline pipe{
+        crema::vector_source<int>(first_records(batches * static_cast<int>(batch_size))),
+        fill_on_host{std::move(uploads)},
+        {.batch_size = batch_size,
+         .prefetch = prefetch,
+         .producers = producers,
+         .threads = 2,
+         .mode = crema::pipeline_mode::single_pass,
+         .ordered = true}};
+    counting::fail_call(c, after, error, sticky);
+    for (auto batch : pipe.consumer(0)) {
+      const auto on_device = batch->device(compute);
+      const float first = static_cast<float>(pass.delivered * static_cast<int>(batch_size));
+      for (std::size_t i = 0; i < batch->size(); ++i) {
+        const float* record = on_device.data.data() + i * shape.elements();
+        pass.intact = pass.intact && on_device.labels.data()[i] == first + static_cast<float>(i) &&
+                      std::all_of(record, record + shape.elements(),
+                                  [&](float v) { return v == first + static_cast<float>(i); });
+      }
+      batch.release_after(compute.record());
+      ++pass.delivered;
+    }
+  } catch (const std::exception& e) {
+    pass.error = std::string(e.what()) + " / " + crema::test::nested_message(e);
+  }
+  counting::heal();  // after the pipeline and its batches are gone: they were freed failing
+  return pass;
+}
+
 }  // namespace
+
+TEST_SUITE("cuda device_batch, failing runtime") {
+  TEST_CASE("a copy that fails stops the pass with an error naming it; no batch goes without it") {
+    crema::test::watchdog guard(60s, "device batches, a failed copy");
+    const auto uploader = std::make_shared<uploader_type>(0);
+    const std::pair<const char*, upload_choice> feeds[] = {
+        {"streams of their own", {}},
+        {"one shared stream", {.shared_stream = std::make_shared<crema::cuda_stream>()}},
+        {"an uploader", {.uploader = uploader}}};
+    for (const auto& [name, uploads] : feeds) {
+      const std::string feed = name;
+      CAPTURE(feed);
+      const failed_pass pass =
+          run_failing(uploads, 2, call::memcpy_async, 50, cudaErrorInvalidValue, false);
+      CHECK(pass.error.find("cudaMemcpyAsync") != std::string::npos);
+      CHECK(pass.error.find("cudaErrorInvalidValue") != std::string::npos);
+      CHECK(pass.delivered <= 50);  // the 51st copy failed: its batch is never delivered
+      CHECK(pass.intact);
+      CHECK(counting::failed_calls() == 1);
+    }
+  }
+
+  TEST_CASE("a fault that fails every call after it stops the pass; nothing hangs or crashes") {
+    crema::test::watchdog guard(60s, "device batches, a sticky fault");
+    // As after a consumer kernel's illegal address: one call fails (a refill's wait for its
+    // slot's last upload, a copy, a stream's wait, a record), then every call of every thread,
+    // the frees included. The uploader goes on to the next pass.
+    const auto uploader = std::make_shared<uploader_type>(0);
+    for (const call first : {call::event_synchronize, call::memcpy_async, call::stream_wait_event,
+                             call::event_record}) {
+      for (const bool with_uploader : {false, true}) {
+        CAPTURE(counting::name_of(first));
+        CAPTURE(with_uploader);
+        const failed_pass pass =
+            run_failing(with_uploader ? upload_choice{.uploader = uploader} : upload_choice{}, 4,
+                        first, 30, cudaErrorIllegalAddress, true);
+        CHECK(pass.error.find("cudaErrorIllegalAddress") != std::string::npos);
+        CHECK(pass.delivered < batches);
+        CHECK(pass.intact);
+        CHECK(counting::failed_calls() >= 1);
+      }
+    }
+  }
+}
 
 TEST_SUITE("cuda device_batch, counted") {
   TEST_CASE(

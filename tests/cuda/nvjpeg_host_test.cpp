@@ -18,6 +18,7 @@
 #include "common/pipeline_failure.hpp"
 #include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
+#include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
 #include "fake_nvjpeg.hpp"
 #include "nvjpeg_test_data.hpp"
@@ -978,6 +979,53 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(decoders.made(0) == 0);
     const pool::loan loan = decoders.borrow(0);  // would wait forever had the failure counted
     CHECK(decoders.made(0) == 1);
+  }
+
+  TEST_CASE(
+      "a failing runtime stops an nvjpeg_batcher's pipeline, and its decoders are given back") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-runtime-fault");
+    make_folder(scratch.path());
+    // A pass of 4 producers and one decoder whose call `c` fails after `after` more (and every
+    // call after it, if `sticky`, as after a kernel's fault) must end with an error naming the
+    // failure, and give the decoder back.
+    const auto pass_failing = [&](counting::call c, std::uint64_t after, cudaError_t error,
+                                  bool sticky, double host_share) {
+      CAPTURE(counting::name_of(c));
+      CAPTURE(sticky);
+      CAPTURE(host_share);
+      const crema::test::watchdog guard(std::chrono::seconds(60), "nvJPEG, a failing runtime");
+      const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(
+          every_kind().front(), {.decoders = 1, .max_host_share = host_share});
+      std::string message;
+      {
+        crema::cuda_stream compute;
+        counting::fail_call(c, after, error, sticky);
+        try {
+          (void)epoch(scratch.path(), batcher, 4, read_device_batch(compute));
+        } catch (const std::exception& e) {
+          message = std::string(e.what()) + " / " + crema::test::nested_message(e);
+        }
+      }
+      counting::heal();
+      CHECK(counting::failed_calls() >= 1);
+      CHECK_MESSAGE(message.find(cudaGetErrorName(error)) != std::string::npos, message);
+      // Where only that call failed, the error names it.
+      if (!sticky) CHECK(message.find(counting::name_of(c)) != std::string::npos);
+      // The decoder the failing producer held went back to the pool: borrowed at once.
+      const auto loan = batcher.decoders().borrow(0);
+      CHECK(batcher.decoders().made(0) <= 1);
+    };
+    for (const double share : {0.0, 1.0}) {
+      // A copy in a decoder's turn (the jobs, a CPU-path sample) or of a batch's labels, alone,
+      // then with every call after it.
+      pass_failing(counting::call::memcpy_async, 2, cudaErrorInvalidValue, false, share);
+      pass_failing(counting::call::memcpy_async, 2, cudaErrorIllegalAddress, true, share);
+      // The record after a decoder's work, or the consumer's.
+      pass_failing(counting::call::event_record, 2, cudaErrorIllegalAddress, true, share);
+    }
+    // A decoder's wait for its last batch: without a CPU share, the one decoder decodes all four.
+    pass_failing(counting::call::event_synchronize, 1, cudaErrorIllegalAddress, true, 0.0);
   }
 
   TEST_CASE("an nvjpeg_batcher stops its pipeline with an error naming a corrupt image") {
