@@ -82,6 +82,16 @@ std::string calls_besides(const counting::counts& calls, std::initializer_list<c
 constexpr int batches = 400;
 constexpr std::size_t prefetch = 3;
 
+// One ordered pass of `batches` batches by `producers`.
+crema::pipeline_options pass_of(std::size_t producers) {
+  return {.batch_size = batch_size,
+          .prefetch = prefetch,
+          .producers = producers,
+          .threads = 2,
+          .mode = crema::pipeline_mode::single_pass,
+          .ordered = true};
+}
+
 // What one ordered pass of `batches` batches cost, counted.
 struct counted_run {
   counting::counts everything;    // every thread, the pipeline's life
@@ -106,13 +116,7 @@ counted_run run_counted(upload_choice uploads, std::size_t producers) {
   {
     crema::double_buffered_pipeline pipe{
         crema::vector_source<int>(first_records(batches * static_cast<int>(batch_size))),
-        fill_on_host{std::move(uploads)},
-        {.batch_size = batch_size,
-         .prefetch = prefetch,
-         .producers = producers,
-         .threads = 2,
-         .mode = crema::pipeline_mode::single_pass,
-         .ordered = true}};
+        fill_on_host{std::move(uploads)}, pass_of(producers)};
     for (auto batch : pipe.consumer(0)) {
       if (pulled == 20) warm = counting::all_threads();
       if (pulled == batches - 20) run.steady = counting::all_threads() - warm;
@@ -198,13 +202,7 @@ failed_pass run_failing(upload_choice uploads, std::size_t producers, call c, st
     crema::cuda_stream compute;
     crema::double_buffered_pipeline pipe{
         crema::vector_source<int>(first_records(batches * static_cast<int>(batch_size))),
-        fill_on_host{std::move(uploads)},
-        {.batch_size = batch_size,
-         .prefetch = prefetch,
-         .producers = producers,
-         .threads = 2,
-         .mode = crema::pipeline_mode::single_pass,
-         .ordered = true}};
+        fill_on_host{std::move(uploads)}, pass_of(producers)};
     counting::fail_call(c, after, error, sticky);
     for (auto batch : pipe.consumer(0)) {
       const auto on_device = batch->device(compute);
