@@ -5,16 +5,16 @@
 // real, part-way through a constructor.
 //
 // The child takes an unused user id (only root may) and sets RLIMIT_NPROC, which the kernel
-// enforces per user for processes without CAP_SYS_RESOURCE. It reports through a pipe and is
-// killed by SIGALRM if it hangs, so a hang is a failure, not a stalled test.
+// enforces per user for processes without CAP_SYS_RESOURCE (run_in_child: a hang is a failure).
 
 #include <crema/core/error.hpp>
+
+#include "common/child_process.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,78 +26,23 @@
 
 namespace crema::test {
 
-struct child_report {
-  bool skipped = false;  ///< the child could not set the limit (not root): `text` says why
-  bool hung = false;     ///< the child was killed by its alarm
-  int exit_code = -1;
-  std::string text;  ///< what the body returned (or the exception it let out)
-};
-
 /// Runs `body()` (which returns a `std::string`) in a child whose user may run at most `threads`
 /// threads, itself included, and gives it `limit` to finish.
 template <class Body>
 child_report run_with_thread_limit(unsigned threads, std::chrono::seconds limit, Body body) {
-  child_report report;
   if (::geteuid() != 0) {
-    report.skipped = true;
-    report.text = "a per-user thread limit needs root to take an unused user id";
-    return report;
+    return {.skipped = true,
+            .text = "a per-user thread limit needs root to take an unused user id"};
   }
-  int channel[2];
-  if (::pipe(channel) != 0) {
-    report.text = "pipe failed";
-    return report;
-  }
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(channel[0]);
-    ::alarm(static_cast<unsigned>(limit.count()));
-    std::string text;
-    int code = 0;
+  return run_in_child(limit, [&] {
     // A user id no other test uses at the same time: tests may run in parallel.
     const uid_t user = 40000 + static_cast<uid_t>(::getpid() % 20000);
     const rlimit cap{threads, threads};
     if (::setgid(user) != 0 || ::setuid(user) != 0 || ::setrlimit(RLIMIT_NPROC, &cap) != 0) {
-      text = "cannot take an unprivileged user id with a thread limit here";
-      code = 77;
-    } else {
-      try {
-        text = body();
-      } catch (const std::exception& e) {
-        text = std::string("uncaught: ") + e.what();
-        code = 1;
-      }
+      throw child_skip{"cannot take an unprivileged user id with a thread limit here"};
     }
-    for (std::size_t done = 0; done < text.size();) {
-      const ssize_t wrote = ::write(channel[1], text.data() + done, text.size() - done);
-      if (wrote <= 0) break;
-      done += static_cast<std::size_t>(wrote);
-    }
-    ::_exit(code);
-  }
-  ::close(channel[1]);
-  char buffer[4096];
-  for (;;) {
-    const ssize_t got = ::read(channel[0], buffer, sizeof buffer);
-    if (got > 0) {
-      report.text.append(buffer, static_cast<std::size_t>(got));
-    } else if (got == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(channel[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) {
-    report.hung = WTERMSIG(status) == SIGALRM;
-    report.text += " (killed by signal " + std::to_string(WTERMSIG(status)) + ")";
-  } else if (WIFEXITED(status)) {
-    report.exit_code = WEXITSTATUS(status);
-    report.skipped = report.exit_code == 77;
-  }
-  return report;
+    return body();
+  });
 }
 
 /// The number of threads of this process now (Linux: the Threads line of /proc/self/status).
