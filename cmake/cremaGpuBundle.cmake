@@ -19,7 +19,8 @@ if(NOT TARGET crema-gpu-info)
 endif()
 
 set(crema_bundle_dir "${PROJECT_BINARY_DIR}/bundle")
-set(crema_bundle_tests crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests)
+set(crema_bundle_tests crema_cuda_tests crema_cuda_kernel_tests crema_thrust_cpu_tests
+    crema_cuda_fault_tests)
 if(TARGET crema_nvjpeg_tests)  # where nvJPEG is found; the bundle carries its library
   list(APPEND crema_bundle_tests crema_nvjpeg_tests)
   get_filename_component(crema_bundle_search "${crema_NVJPEG_LIBRARY}" DIRECTORY)

@@ -130,6 +130,10 @@ if [[ -x $here/bin/crema_nvjpeg_tests ]]; then  # built where nvJPEG was found
   tests+=(crema_nvjpeg_tests)
   gpu_tests+=(crema_nvjpeg_tests)
 fi
+# Faults made on purpose, each in a child process: never under compute-sanitizer.
+if [[ -x $here/bin/crema_cuda_fault_tests ]]; then
+  tests+=(crema_cuda_fault_tests)
+fi
 export CREMA_TEST_DATA_DIR=$here/data  # the photographs the nvJPEG tests decode
 passed=0
 failed=0
