@@ -200,10 +200,10 @@ failed_pass run_failing(upload_choice uploads, std::size_t producers, call c, st
   failed_pass pass;
   try {
     crema::cuda_stream compute;
+    counting::fail_call(c, after, error, sticky);
     crema::double_buffered_pipeline pipe{
         crema::vector_source<int>(first_records(batches * static_cast<int>(batch_size))),
         fill_on_host{std::move(uploads)}, pass_of(producers)};
-    counting::fail_call(c, after, error, sticky);
     for (auto batch : pipe.consumer(0)) {
       const auto on_device = batch->device(compute);
       const float first = static_cast<float>(pass.delivered * static_cast<int>(batch_size));
@@ -241,6 +241,28 @@ TEST_SUITE("cuda device_batch, failing runtime") {
       CHECK(pass.error.find("cudaMemcpyAsync") != std::string::npos);
       CHECK(pass.error.find("cudaErrorInvalidValue") != std::string::npos);
       CHECK(pass.delivered <= 50);  // the 51st copy failed: its batch is never delivered
+      CHECK(pass.intact);
+      CHECK(counting::failed_calls() == 1);
+    }
+  }
+
+  TEST_CASE("memory refused on a slot's first fill is an allocation_error naming the bytes") {
+    crema::test::watchdog guard(60s, "device batches, memory refused");
+    // The first allocation: a slot's pinned block, as its producer first writes it; the second,
+    // another slot's, or that slot's device block as it is first uploaded.
+    for (const std::uint64_t after : {0, 1}) {
+      CAPTURE(after);
+      const failed_pass pass =
+          run_failing({}, 2, call::allocate, after, cudaErrorMemoryAllocation, false);
+      // One block a slot: the labels rounded up to 256 bytes, the records, and in builds with
+      // misuse checks one element after them.
+      const std::size_t block =
+          (64 + batch_size * shape.elements() + (crema::detail::misuse_checks ? 1 : 0)) *
+          sizeof(float);
+      CHECK(pass.error.find("pipeline: ") == 0);
+      CHECK(pass.error.find("cannot allocate " + std::to_string(block) + " bytes of ") !=
+            std::string::npos);
+      CHECK(pass.error.find("cudaErrorMemoryAllocation") != std::string::npos);
       CHECK(pass.intact);
       CHECK(counting::failed_calls() == 1);
     }
