@@ -1028,6 +1028,42 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     pass_failing(counting::call::event_synchronize, 1, cudaErrorIllegalAddress, true, 0.0);
   }
 
+  TEST_CASE("memory refused to an nvjpeg_batcher is an allocation_error naming the bytes") {
+    fake::set({});
+    crema::test::scratch_directory scratch("nvjpeg-memory-refused");
+    make_folder(scratch.path());
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
+    // One pass with a producer and a full CPU share (its batches' memory, the decoder's, the
+    // CPU path's staging), counted; then one for each of its allocations, refused.
+    const crema::cuda::nvjpeg_batcher_options options{.decoders = 1, .max_host_share = 1.0};
+    crema::cuda_stream compute;
+    const auto before = counting::all_threads();
+    (void)epoch(scratch.path(), batcher_type(every_kind().front(), options), 1,
+                read_device_batch(compute));
+    const std::uint64_t allocations = (counting::all_threads() - before)[counting::call::allocate];
+    REQUIRE(allocations >= 4);  // a batch's device block and pinned labels, at the least
+    for (std::uint64_t k = 0; k < allocations; ++k) {
+      CAPTURE(k);
+      const crema::test::watchdog guard(std::chrono::seconds(60), "nvJPEG, memory refused");
+      const batcher_type batcher(every_kind().front(), options);
+      counting::fail_call(counting::call::allocate, k, cudaErrorMemoryAllocation);
+      // Refused as the pipeline makes its slots, or by a batch's finishing step.
+      std::string cause = "(no allocation_error)";
+      try {
+        (void)epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+      } catch (const crema::allocation_error& e) {
+        cause = e.what();
+      } catch (const crema::pipeline_error&) {
+        cause = crema::test::failure_cause<crema::allocation_error>([] { throw; });
+      }
+      counting::heal();
+      CHECK(cause.find("cannot allocate ") == 0);
+      CHECK(cause.find(" bytes of ") != std::string::npos);
+      CHECK(cause.find("cudaErrorMemoryAllocation") != std::string::npos);
+      const auto loan = batcher.decoders().borrow(0);  // given back, whatever failed
+    }
+  }
+
   TEST_CASE("an nvjpeg_batcher stops its pipeline with an error naming a corrupt image") {
     fake::set({});
     crema::test::scratch_directory scratch("nvjpeg-corrupt");

@@ -1,12 +1,15 @@
 #pragma once
 
 #include <crema/core/cuda/cuda_try.hpp>
+#include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/resample_jobs.hpp>
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
+#include <crema/memory/cuda/cuda_device_resource.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
+#include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
@@ -98,7 +101,8 @@ using nvjpeg_state = nvjpeg_owned<nvjpegJpegState_t, &nvjpegJpegStateDestroy>;
 using nvjpeg_pinned_buffer = nvjpeg_owned<nvjpegBufferPinned_t, &nvjpegBufferPinnedDestroy>;
 using nvjpeg_device_buffer = nvjpeg_owned<nvjpegBufferDevice_t, &nvjpegBufferDeviceDestroy>;
 
-// Bytes on the device (cudaMalloc) or pinned on the host (cudaMallocHost), grown, never shrunk.
+// Bytes on the current device or pinned on the host, grown, never shrunk. Memory refused is an
+// allocation_error naming the bytes, the side (and the device).
 class gpu_bytes {
  public:
   explicit gpu_bytes(bool pinned = false) noexcept : pinned_(pinned) {}
@@ -111,11 +115,21 @@ class gpu_bytes {
     if (bytes <= size_) return;
     const std::size_t size = std::max(bytes, size_ + size_ / 4);
     release();
-    CREMA_CUDA_TRY(pinned_ ? cudaMallocHost(&data_, size) : cudaMalloc(&data_, size));
+    if (pinned_) {
+      data_ = host_pinned_resource{}.allocate(size, aligned);
+    } else {
+      device_ = ::crema::cuda::current_device();
+      data_ = cuda_device_resource(device_).allocate(size, aligned);
+    }
     size_ = size;
   }
   void release() noexcept {
-    if (data_ != nullptr) (void)(pinned_ ? cudaFreeHost(data_) : cudaFree(data_));
+    if (data_ == nullptr) return;
+    if (pinned_) {
+      host_pinned_resource{}.deallocate(data_, size_, aligned);
+    } else {
+      cuda_device_resource(device_).deallocate(data_, size_, aligned);
+    }
     data_ = nullptr;
     size_ = 0;
   }
@@ -124,9 +138,12 @@ class gpu_bytes {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
  private:
+  static constexpr std::size_t aligned = cuda_device_resource::max_alignment;
+
   void* data_ = nullptr;
   std::size_t size_ = 0;
   bool pinned_;
+  int device_ = 0;  // where data_ is, if not pinned
 };
 
 // nvJPEG's host phase of one image with a GPU-assisted decoder: its errors name the image.

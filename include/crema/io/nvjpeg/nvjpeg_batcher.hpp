@@ -8,6 +8,7 @@
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
+#include <crema/memory/cuda/cuda_device_resource.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/memory/device_span.hpp>
@@ -299,15 +300,17 @@ class basic_nvjpeg_batcher {
           offsets_(capacity + 1),
           keys_(capacity) {
       (void)::crema::detail::batch_elements("nvjpeg_batcher", capacity, shape);
+      // Memory refused is an allocation_error naming the bytes, the side and the device.
+      constexpr std::size_t aligned = cuda_device_resource::max_alignment;
       const std::size_t bytes = (labels_stride_ + capacity * shape.elements()) * sizeof(T);
-      device_ = std::shared_ptr<void>(allocate_on(device, bytes), [](void* p) {
-        if (p != nullptr) (void)cudaFree(p);
-      });
-      void* labels = nullptr;
-      CREMA_CUDA_TRY(cudaMallocHost(&labels, capacity * sizeof(label_type)));
-      labels_ = std::shared_ptr<void>(labels, [](void* p) {
-        if (p != nullptr) (void)cudaFreeHost(p);
-      });
+      cuda_device_resource on_device(device);
+      device_ = std::shared_ptr<void>(
+          on_device.allocate(bytes, aligned),
+          [on_device, bytes](void* p) mutable { on_device.deallocate(p, bytes, aligned); });
+      const std::size_t label_bytes = capacity * sizeof(label_type);
+      labels_ = std::shared_ptr<void>(
+          host_pinned_resource{}.allocate(label_bytes, aligned),
+          [label_bytes](void* p) { host_pinned_resource{}.deallocate(p, label_bytes, aligned); });
     }
 
     /// @brief The batch on the device for work queued on `stream`: `stream` waits for the
@@ -463,17 +466,6 @@ class basic_nvjpeg_batcher {
       return {device_span<const T>(block + labels_stride_, size_ * shape_.elements()),
               device_span<const label_type>(static_cast<const label_type*>(device_.get()), size_)};
     }
-    static void* allocate_on(int device, std::size_t bytes) {
-      int current = 0;
-      CREMA_CUDA_TRY(cudaGetDevice(&current));
-      if (current != device) CREMA_CUDA_TRY(cudaSetDevice(device));
-      void* pointer = nullptr;
-      const cudaError_t status = cudaMalloc(&pointer, bytes);
-      if (current != device) (void)cudaSetDevice(current);
-      CREMA_CUDA_TRY(status);
-      return pointer;
-    }
-
     record_shape shape_;
     std::size_t capacity_;
     std::size_t most_on_host_;   // the most images of a batch its producer decodes itself
