@@ -20,6 +20,11 @@ inline std::string nested_message(const std::exception& error) {
   return "(nothing nested)";
 }
 
+/// "<what> / <the message of what it nests>", for a check that the error names its cause.
+inline std::string what_with_cause(const std::exception& error) {
+  return std::string(error.what()) + " / " + nested_message(error);
+}
+
 /// Runs `pass`, a pass through a pipeline that must fail, and returns the message of the `Cause`
 /// its `pipeline_error` nests; the test fails where the pass throws no `pipeline_error`, or one
 /// that nests another kind of error.

@@ -217,7 +217,7 @@ failed_pass run_failing(upload_choice uploads, std::size_t producers, call c, st
       ++pass.delivered;
     }
   } catch (const std::exception& e) {
-    pass.error = std::string(e.what()) + " / " + crema::test::nested_message(e);
+    pass.error = crema::test::what_with_cause(e);
   }
   counting::heal();  // after the pipeline and its batches are gone: they were freed failing
   return pass;

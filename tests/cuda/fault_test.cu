@@ -18,6 +18,7 @@
 #endif
 
 #include "common/child_process.hpp"
+#include "common/pipeline_failure.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -66,16 +67,6 @@ int cuda_code_of(const std::exception& error) {
   } catch (...) {
   }
   return -1;
-}
-
-std::string what_with_cause(const std::exception& error) {
-  std::string text = error.what();
-  try {
-    std::rethrow_if_nested(error);
-  } catch (const std::exception& nested) {
-    text += std::string(" / ") + nested.what();
-  }
-  return text;
 }
 
 void skip_without_device() {
@@ -152,7 +143,7 @@ TEST_SUITE("cuda faults") {
             ++pulled;
           }
         } catch (const std::exception& e) {
-          return fmt::format("{}|{}|{}", cuda_code_of(e), pulled, what_with_cause(e));
+          return fmt::format("{}|{}|{}", cuda_code_of(e), pulled, crema::test::what_with_cause(e));
         }
         return fmt::format("none|{}", pulled);
       });
@@ -188,7 +179,7 @@ TEST_SUITE("cuda faults") {
         }
         ended = fmt::format("none|{}", pulled);
       } catch (const std::exception& e) {
-        ended = fmt::format("{}|{}|{}", cuda_code_of(e), pulled, what_with_cause(e));
+        ended = fmt::format("{}|{}|{}", cuda_code_of(e), pulled, crema::test::what_with_cause(e));
       }
       // The decoder lent to a producer when the pipeline stopped is back in the pool.
       const auto loan = batcher.decoders().borrow(0);

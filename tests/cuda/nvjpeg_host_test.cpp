@@ -1004,7 +1004,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
         try {
           (void)epoch(scratch.path(), batcher, 4, read_device_batch(compute));
         } catch (const std::exception& e) {
-          message = std::string(e.what()) + " / " + crema::test::nested_message(e);
+          message = crema::test::what_with_cause(e);
         }
       }
       counting::heal();
@@ -1033,9 +1033,9 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     crema::test::scratch_directory scratch("nvjpeg-memory-refused");
     make_folder(scratch.path());
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
-    // One pass with a producer and a full CPU share (its batches' memory, the decoder's, the
-    // CPU path's staging), counted; then one for each of its allocations, refused.
-    const crema::cuda::nvjpeg_batcher_options options{.decoders = 1, .max_host_share = 1.0};
+    // One pass of one producer (its batches' memory, the decoder's buffers, the staging of the
+    // PNG the CPU path decodes), counted; then one for each of its allocations, refused.
+    const crema::cuda::nvjpeg_batcher_options options{.decoders = 1};
     crema::cuda_stream compute;
     const auto before = counting::all_threads();
     (void)epoch(scratch.path(), batcher_type(every_kind().front(), options), 1,
