@@ -48,7 +48,7 @@ __global__ void consume(const float* data, std::size_t size, float* sum, int* fa
   if (fault != nullptr && threadIdx.x == 0) *fault = 1;
 }
 
-// The consumer's step on batch `pulled`, queued on `compute`: the 20th faults.
+// The consumer's step on batch `pulled` (from 0), queued on `compute`: batch 20 faults.
 void consume_on(const float* data, std::size_t size, float* sum, std::size_t pulled,
                 cudaStream_t compute) {
   int* const fault = pulled == 20 ? reinterpret_cast<int*>(std::uintptr_t{16}) : nullptr;
@@ -92,7 +92,7 @@ bool check_stops_on_fault(Feed feed) {
   // An access past any allocation: cudaErrorIllegalAddress, or where the driver does not say
   // which, cudaErrorLaunchFailure; nvJPEG's own status where one of its calls met it first.
   CHECK(code > 0);
-  CHECK(pulled >= 20);  // the batches before the fault were delivered
+  CHECK(pulled >= 20);  // the 20 batches before the fault were delivered
   return true;
 }
 
