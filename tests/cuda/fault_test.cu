@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,12 @@ int cuda_code_of(const std::exception& error) {
   } catch (...) {
   }
   return -1;
+}
+
+// A line in the test's log, written at once: where a child that hangs got to.
+void log_step(const std::string& what) {
+  std::fprintf(stderr, "fault test: %s\n", what.c_str());
+  std::fflush(stderr);
 }
 
 void skip_without_device() {
@@ -155,34 +162,47 @@ TEST_SUITE("cuda faults") {
   TEST_CASE("a consumer kernel's fault stops an nvjpeg_batcher's pipeline; its decoders go back") {
     crema::test::scratch_directory scratch("nvjpeg-fault");
     crema::test::make_folder(scratch.path());
+    // Each step goes to the log as it starts: on an H100 (2026-11-27) this case hung after the
+    // fault, where the steps say.
     (void)check_stops_on_fault([&] {
       skip_without_device();
       crema::cuda_stream compute;
       float* sum = nullptr;
       CREMA_CUDA_TRY(cudaMalloc(&sum, sizeof(float)));
-      const crema::cuda::nvjpeg_batcher<float> batcher(
-          {.geometry = crema::random_resized_crop{.height = 64, .width = 56}, .mirror = true},
-          {.decoders = 1});
+      std::optional<crema::cuda::nvjpeg_batcher<float>> batcher(
+          std::in_place,
+          crema::image_transform_options{
+              .geometry = crema::random_resized_crop{.height = 64, .width = 56}, .mirror = true},
+          crema::cuda::nvjpeg_batcher_options{.decoders = 1});
       std::size_t pulled = 0;
       std::string ended;
       try {
         crema::double_buffered_pipeline pipe{
             crema::image_folder_source(scratch.path()),
-            batcher,
+            *batcher,
             {.batch_size = 4, .producers = 4, .threads = 4, .mode = crema::pipeline_mode::repeat}};
-        for (auto batch : pipe.consumer(0)) {
-          const auto on_device = batch->device(compute);
-          consume_on(on_device.data.data(), on_device.data.size(), sum, pulled,
-                     compute.native_handle());
-          batch.release_after(compute.record());
-          if (++pulled == 200) break;
+        try {
+          for (auto batch : pipe.consumer(0)) {
+            const auto on_device = batch->device(compute);
+            consume_on(on_device.data.data(), on_device.data.size(), sum, pulled,
+                       compute.native_handle());
+            batch.release_after(compute.record());
+            if (++pulled == 200) break;
+          }
+          ended = fmt::format("none|{}", pulled);
+        } catch (const std::exception& e) {
+          ended = fmt::format("{}|{}|{}", cuda_code_of(e), pulled, crema::test::what_with_cause(e));
         }
-        ended = fmt::format("none|{}", pulled);
+        log_step(fmt::format("the pass ended ({}); destroying the pipeline", ended));
       } catch (const std::exception& e) {
         ended = fmt::format("{}|{}|{}", cuda_code_of(e), pulled, crema::test::what_with_cause(e));
       }
       // The decoder lent to a producer when the pipeline stopped is back in the pool.
-      const auto loan = batcher.decoders().borrow(0);
+      log_step("borrowing the decoder back");
+      { const auto loan = batcher->decoders().borrow(0); }
+      log_step("destroying the batcher and its decoders");
+      batcher.reset();
+      log_step("destroying the consumer's stream");
       return ended;
     });
   }
