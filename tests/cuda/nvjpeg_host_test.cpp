@@ -462,6 +462,31 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(counting::spinning_waits() == spinning);
   }
 
+  TEST_CASE("a decoder destroyed after a fault does not wait for its last batch") {
+    fake::set({});
+    const batch_input in = photographs(2);
+    // The calls destroying a decoder whose last batch is queued makes, with the runtime failing
+    // every call from the first query on (as after a kernel's fault) or not.
+    const auto destroyed = [&](bool faulted) {
+      std::optional<decoder> gpu(std::in_place, every_kind().front());
+      (void)decode<float>(*gpu, in);
+      const auto before = counting::all_threads();
+      if (faulted)
+        counting::fail_call(counting::call::event_query, 0, cudaErrorIllegalAddress, true);
+      gpu.reset();
+      counting::heal();
+      return counting::all_threads() - before;
+    };
+    // Its work may still read the buffers it frees: it asks whether that work is done (the
+    // counting runtime's always is) and waits where it is not.
+    const auto calm = destroyed(false);
+    CHECK(calm[counting::call::event_query] + calm[counting::call::event_synchronize] >= 1);
+    // After a fault, the query fails and nothing is waited for.
+    const auto faulted = destroyed(true);
+    CHECK(faulted[counting::call::event_query] >= 1);
+    CHECK(faulted[counting::call::event_synchronize] == 0);
+  }
+
   TEST_CASE("a plan made apart, with another nvJPEG, decodes as the decoder's own plan") {
     fake::set({});
     const auto options = every_kind().front();

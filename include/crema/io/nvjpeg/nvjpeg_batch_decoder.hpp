@@ -146,6 +146,17 @@ class gpu_bytes {
   int device_ = 0;  // where data_ is, if not pinned
 };
 
+// For destructors: waits for `event`, made with cudaEventBlockingSync, unless the runtime already
+// reports a failure, as every call does after a kernel's fault. On an H100 (2026-11-27) a
+// test's teardown after such a fault hung in a driver's wait, in a process whose sleeping waits
+// were these or nvJPEG's own; a wait for work the fault stopped need not end.
+inline void wait_unless_failed(cudaEvent_t event) noexcept {
+  const cudaError_t status = cudaEventQuery(event);
+  if (status != cudaErrorNotReady) return;  // done, or failed: nothing to wait for
+  (void)cudaGetLastError();
+  (void)cudaEventSynchronize(event);
+}
+
 // nvJPEG's host phase of one image with a GPU-assisted decoder: its errors name the image.
 inline void nvjpeg_host_phase(nvjpegHandle_t handle, nvjpegJpegDecoder_t decoder,
                               nvjpegJpegState_t state, nvjpegDecodeParams_t params,
@@ -223,8 +234,8 @@ class nvjpeg_ahead {
   nvjpeg_ahead& operator=(const nvjpeg_ahead&) = delete;
   ~nvjpeg_ahead() {
     // What is queued reads the buffers and the plan's streams destroyed after.
-    if (release_pending_) (void)cudaEventSynchronize(released_);
-    if (last_.native_handle() != nullptr) (void)cudaEventSynchronize(last_.native_handle());
+    if (release_pending_) wait_unless_failed(released_);
+    if (last_.native_handle() != nullptr) wait_unless_failed(last_.native_handle());
     (void)cudaEventDestroy(released_);
   }
 
@@ -1146,7 +1157,7 @@ class basic_nvjpeg_batch_decoder {
   }
 
   void release() noexcept {
-    if (pending_ && done_ != nullptr) (void)cudaEventSynchronize(done_);
+    if (pending_ && done_ != nullptr) ::crema::detail::wait_unless_failed(done_);
     pending_ = false;
     own_plan_.reset();
     streams_.clear();
