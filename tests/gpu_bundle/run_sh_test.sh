@@ -247,6 +247,12 @@ else
     "$work/sanitizer_missing.out"
 fi
 run_case sanitizer_skipped 0 -- --no-sanitizers --no-benchmarks
+run_case tests_skipped 0 -- --no-tests --benchmarks synced_buffer
+expect tests_skipped "no test, no sanitizer; the demo and the benchmark run" \
+  bash -c "! grep -q -e '^crema_' -e '^compute-sanitizer' '$work/tests_skipped.log' &&
+           grep -q '^crema-gpu-bench-synced_buffer' '$work/tests_skipped.log' &&
+           grep -q '^crema-cuda-demo' '$work/tests_skipped.log'"
+expect tests_skipped "the summary says so" grep -q 'tests not run' "$work/tests_skipped.out"
 
 run_case bad_usage 2 -- --frobnicate
 

@@ -6,11 +6,13 @@
 # benchmarks' JSON). Needs the GPU driver, NCCL (beside the CUDA toolkit, on LD_LIBRARY_PATH, or
 # in Python's nvidia-nccl wheel) and compute-sanitizer; nothing of the build machine.
 #
-#   run.sh [--results DIR] [--quick] [--no-sanitizers] [--no-demo] [--no-benchmarks]
+#   run.sh [--results DIR] [--quick] [--no-tests] [--no-sanitizers] [--no-demo] [--no-benchmarks]
 #          [--benchmarks NAMES] [--benchmark-filter REGEX] [--no-device-ok] [--timeout SECONDS]
 #
 #   --results DIR     where logs and JSON go (default: ./gpu-bundle-results)
 #   --quick           benchmarks briefly, for a smoke run (their figures then mean little)
+#   --no-tests        skip the tests (and compute-sanitizer, which runs them): for a call that
+#                     only measures, after one that tested the same bundle
 #   --no-sanitizers   skip compute-sanitizer
 #   --no-demo         skip crema-cuda-demo
 #   --no-benchmarks   skip the benchmarks
@@ -28,6 +30,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 results=$PWD/gpu-bundle-results
 quick=0
+run_tests=1
 sanitizers=1
 demo=1
 benchmarks=1
@@ -40,6 +43,7 @@ while (($#)); do
     --results) results=${2:?--results needs a folder}; shift ;;
     --results=*) results=${1#--results=} ;;
     --quick) quick=1 ;;
+    --no-tests) run_tests=0 ;;
     --no-sanitizers) sanitizers=0 ;;
     --no-demo) demo=0 ;;
     --no-benchmarks) benchmarks=0 ;;
@@ -138,6 +142,7 @@ export CREMA_TEST_DATA_DIR=$here/data  # the photographs the nvJPEG tests decode
 passed=0
 failed=0
 skipped=0
+((run_tests)) || tests=()
 for test in "${tests[@]}"; do
   log=$results/$test.log
   timeout "$limit" "$here/bin/$test" --no-version >"$log" 2>&1
@@ -159,7 +164,11 @@ for test in "${tests[@]}"; do
   failed=$((failed + ${bad:-0}))
   skipped=$((skipped + without_device + other_skips))
 done
-notes+=("tests ${passed} passed, ${failed} failed, ${skipped} skipped")
+if ((run_tests)); then
+  notes+=("tests ${passed} passed, ${failed} failed, ${skipped} skipped")
+else
+  notes+=("tests not run")
+fi
 
 # compute-sanitizer over the tests that touch the GPU. The suite "cuda errors provoked on purpose"
 # makes CUDA calls fail on purpose; it runs on its own, without the report of API errors (its
@@ -195,7 +204,7 @@ errors_inside_nccl() {
   ' "$1"
 }
 sanitized=()
-if ((sanitizers && device)); then
+if ((sanitizers && device && run_tests)); then
   if sanitizer=$(find_sanitizer); then
     for tool in memcheck racecheck synccheck; do
       tool_ok=1
