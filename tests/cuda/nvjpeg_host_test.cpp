@@ -653,6 +653,50 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     fake::set({});
   }
 
+  TEST_CASE("after a fault for good, the nvJPEG objects on the device are left undestroyed") {
+    // After a kernel's fault every call fails until the process ends; on an H100 a feed's
+    // teardown then hung. A decoder, its nvJPEG and a plan decoding ahead, destroyed with the
+    // runtime failing from their first query on (`sticky`), with that query alone failing, or
+    // with none failing: the objects on the device they leave, and the waits they make.
+    fake::set({.hardware_engine = true, .engine_takes_images = false});
+    const std::size_t before = fake::live_device_objects();
+    struct ended {
+      std::size_t made = 0;  // objects on the device, alive before the destruction
+      std::size_t left = 0;  // and after it
+      std::uint64_t waits = 0;
+    };
+    const auto destroyed = [&](bool fail, bool sticky) {
+      std::optional<decoder> gpu(std::in_place, every_kind().front());
+      const batch_input in = photographs(2);
+      (void)decode<float>(*gpu, in);  // on the GPU-assisted decoder: its states and buffers
+      std::optional<crema::cuda::nvjpeg_batch_plan> plan(std::in_place, gpu->library(),
+                                                         every_kind().front());
+      plan->make(in.images);
+      plan->decode_hybrid(in.images);
+      REQUIRE(plan->ahead().size() == 4);
+      const std::size_t made = fake::live_device_objects() - before;
+      const auto calls = counting::all_threads();
+      if (fail) counting::fail_call(counting::call::event_query, 0, cudaErrorIllegalAddress, sticky);
+      plan.reset();
+      gpu.reset();
+      counting::heal();
+      return ended{.made = made,
+                   .left = fake::live_device_objects() - before,
+                   .waits = (counting::all_threads() - calls)[counting::call::event_synchronize]};
+    };
+    const ended calm = destroyed(false, false);
+    CHECK(calm.left == 0);
+    const ended once = destroyed(true, false);  // a failure of one call alone is no fault
+    CHECK(once.left == 0);
+    const ended faulted = destroyed(true, true);
+    // The handle, its 2 decoders, the engine's state, and the GPU-assisted decoder's states and
+    // buffers, the decoder's and the plan's: none destroyed, and no wait.
+    CHECK(faulted.made >= 6);
+    CHECK(faulted.left == faulted.made);
+    CHECK(faulted.waits == 0);
+    fake::set({});
+  }
+
   TEST_CASE("colour jitter is refused: it is not done on the GPU") {
     crema::image_transform_options options;
     options.jitter.brightness = 0.4F;

@@ -23,4 +23,17 @@ inline void cuda_check(cudaError_t status, const char* call) {
   }
 }
 
+/// @return whether the CUDA runtime fails every call on `probe`'s device for good: a "sticky"
+/// error, as a kernel's fault leaves, which no call clears and only the process's end ends.
+/// `probe` is an event of that device: its query fails, and fails again once the first error is
+/// cleared (a failure of one call alone passes).
+[[nodiscard]] inline bool cuda_failed_for_good(cudaEvent_t probe) noexcept {
+  const auto failed = [](cudaError_t status) {
+    return status != cudaSuccess && status != cudaErrorNotReady;
+  };
+  if (!failed(cudaEventQuery(probe))) return false;
+  (void)cudaGetLastError();
+  return failed(cudaEventQuery(probe));
+}
+
 }  // namespace crema::detail

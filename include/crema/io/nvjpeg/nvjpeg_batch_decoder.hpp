@@ -101,6 +101,17 @@ using nvjpeg_state = nvjpeg_owned<nvjpegJpegState_t, &nvjpegJpegStateDestroy>;
 using nvjpeg_pinned_buffer = nvjpeg_owned<nvjpegBufferPinned_t, &nvjpegBufferPinnedDestroy>;
 using nvjpeg_device_buffer = nvjpeg_owned<nvjpegBufferDevice_t, &nvjpegBufferDeviceDestroy>;
 
+// Leaves owned nvJPEG objects to the process's end, undestroyed: after CUDA fails for good
+// (`nvjpeg_library::failed_for_good`).
+template <class Object, auto Destroy>
+void leave_undestroyed(std::unique_ptr<Object, nvjpeg_deleter<Destroy>>& owned) noexcept {
+  (void)owned.release();
+}
+template <class Owned, std::size_t Extent>
+void leave_undestroyed(std::span<Owned, Extent> owned) noexcept {
+  for (Owned& object : owned) leave_undestroyed(object);
+}
+
 // Bytes on the current device or pinned on the host, grown, never shrunk. Memory refused is an
 // allocation_error naming the bytes, the side (and the device).
 class gpu_bytes {
@@ -233,9 +244,16 @@ class nvjpeg_ahead {
   nvjpeg_ahead(const nvjpeg_ahead&) = delete;
   nvjpeg_ahead& operator=(const nvjpeg_ahead&) = delete;
   ~nvjpeg_ahead() {
-    // What is queued reads the buffers and the plan's streams destroyed after.
-    if (release_pending_) wait_unless_failed(released_);
-    if (last_.native_handle() != nullptr) wait_unless_failed(last_.native_handle());
+    if (cuda_failed_for_good(released_)) {
+      // Nothing queued will end: the nvJPEG objects on the device are left undestroyed.
+      leave_undestroyed(std::span(pinned_));
+      leave_undestroyed(device_);
+      for (std::vector<nvjpeg_state>& states : states_) leave_undestroyed(std::span(states));
+    } else {
+      // What is queued reads the buffers and the plan's streams destroyed after.
+      if (release_pending_) wait_unless_failed(released_);
+      if (last_.native_handle() != nullptr) wait_unless_failed(last_.native_handle());
+    }
     (void)cudaEventDestroy(released_);
   }
 
@@ -410,6 +428,12 @@ class nvjpeg_library {
         ::crema::detail::nvjpeg_check(made, "nvjpegDecoderCreate");
       }
     }
+    if (const cudaError_t made = cudaEventCreateWithFlags(&probe_, cudaEventDisableTiming);
+        made != cudaSuccess) {
+      probe_ = nullptr;
+      release();
+      ::crema::detail::cuda_check(made, "cudaEventCreateWithFlags");
+    }
   }
   nvjpeg_library(const nvjpeg_library&) = delete;
   nvjpeg_library& operator=(const nvjpeg_library&) = delete;
@@ -434,6 +458,15 @@ class nvjpeg_library {
   /// @return the share of a batch's JPEGs the engine takes that it decodes
   [[nodiscard]] double hardware_share() const noexcept { return hardware_share_; }
 
+  /// @return whether CUDA fails every call on this library's device for good, as after a
+  /// kernel's fault (`detail::cuda_failed_for_good`). The nvJPEG objects that hold memory or
+  /// work on the device (handles, decoders, states, buffers) are then left to the process's end:
+  /// on an H100 (2026-11-27) a feed's teardown after such a fault hung, and destroying them waits
+  /// on the device.
+  [[nodiscard]] bool failed_for_good() const noexcept {
+    return probe_ != nullptr && ::crema::detail::cuda_failed_for_good(probe_);
+  }
+
   /// @return the lane of the GPU-assisted decoder for a parsed image decoded with `params`,
   /// whose window needs the Huffman decoding of `pixels`: the GPU's Huffman decoding above
   /// `nvjpeg_options::gpu_huffman_above_pixels`, the host's for the others, each where its
@@ -457,13 +490,16 @@ class nvjpeg_library {
 
  private:
   void release() noexcept {
-    for (nvjpegJpegDecoder_t& made : decoders_) {
-      if (made != nullptr) (void)nvjpegDecoderDestroy(made);
-      made = nullptr;
+    if (!failed_for_good()) {
+      for (nvjpegJpegDecoder_t& made : decoders_) {
+        if (made != nullptr) (void)nvjpegDecoderDestroy(made);
+      }
+      (void)nvjpegDestroy(handle_);
     }
-    (void)nvjpegDestroy(handle_);
+    if (probe_ != nullptr) (void)cudaEventDestroy(probe_);
   }
 
+  cudaEvent_t probe_ = nullptr;  // never recorded: its query answers for the device
   nvjpegHandle_t handle_ = nullptr;
   bool hardware_ = false;
   std::array<nvjpegJpegDecoder_t, 2> decoders_{};  // by lane
@@ -1157,12 +1193,25 @@ class basic_nvjpeg_batch_decoder {
   }
 
   void release() noexcept {
-    if (pending_ && done_ != nullptr) ::crema::detail::wait_unless_failed(done_);
+    // After a failure for good, nothing queued ends, and the nvJPEG objects on the device are
+    // left undestroyed (the plan's decoding ahead leaves its own).
+    const bool lost = library_ != nullptr && library_->failed_for_good();
+    if (pending_ && done_ != nullptr && !lost) ::crema::detail::wait_unless_failed(done_);
     pending_ = false;
     own_plan_.reset();
     streams_.clear();
     params_.clear();
-    for (std::vector<hybrid_state>& states : states_) states.clear();
+    for (std::vector<hybrid_state>& states : states_) {
+      if (lost) {
+        for (hybrid_state& made : states) {
+          ::crema::detail::leave_undestroyed(made.state);
+          ::crema::detail::leave_undestroyed(made.device);
+          ::crema::detail::leave_undestroyed(made.pinned);
+        }
+      }
+      states.clear();
+    }
+    if (lost) hardware_state_ = nullptr;
     for (::crema::detail::gpu_bytes* buffer :
          {&decoded_, &kept_, &block_, &staged_block_, &staged_samples_}) {
       buffer->release();
