@@ -178,6 +178,14 @@ expect benchmark_cases "the one benchmark, given the filter" \
 expect benchmark_cases "no other benchmark" \
   bash -c "! grep -q '^crema-gpu-bench-synced_buffer' '$work/benchmark_cases.log'"
 expect all_pass "no filter unless asked" bash -c "! grep -q -- '--benchmark_filter' '$work/all_pass.log'"
+expect all_pass "five runs a case, each reported as it ends" \
+  bash -c "grep -q -- '^crema-gpu-bench-.*--benchmark_repetitions=5 ' '$work/all_pass.log' &&
+           ! grep -q -- 'aggregates_only' '$work/all_pass.log'"
+run_case three_repetitions 0 -- --no-tests --no-demo --benchmarks device_batches --repetitions 3
+expect three_repetitions "three runs a case" \
+  grep -q -- "^crema-gpu-bench-device_batches .*--benchmark_repetitions=3 " \
+  "$work/three_repetitions.log"
+run_case no_repetitions 2 -- --repetitions 0
 
 run_case demo_below_expectation 1 STUB_ACCURACY=0.412
 expect demo_below_expectation "the demo named with its accuracy" \

@@ -7,7 +7,8 @@
 # in Python's nvidia-nccl wheel) and compute-sanitizer; nothing of the build machine.
 #
 #   run.sh [--results DIR] [--quick] [--no-tests] [--no-sanitizers] [--no-demo] [--no-benchmarks]
-#          [--benchmarks NAMES] [--benchmark-filter REGEX] [--no-device-ok] [--timeout SECONDS]
+#          [--benchmarks NAMES] [--benchmark-filter REGEX] [--repetitions N] [--no-device-ok]
+#          [--timeout SECONDS]
 #
 #   --results DIR     where logs and JSON go (default: ./gpu-bundle-results)
 #   --quick           benchmarks briefly, for a smoke run (their figures then mean little)
@@ -20,6 +21,9 @@
 #                     by commas (data_layer,consumer_cpu), where a session has little GPU time
 #   --benchmark-filter REGEX  only the cases of those benchmarks whose names match (Google
 #                     Benchmark's --benchmark_filter: '^(crema|host)/data_layer/|/jpeg_input/')
+#   --repetitions N   runs of each benchmark case, interleaved at random, their median its figure
+#                     (default 5; 1: one run each). Every run is printed as it ends, so that a
+#                     benchmark its timeout kills keeps what it measured in its log
 #   --no-device-ok    without a GPU, run what needs none and exit 0 (the build machine's check)
 #   --timeout SECONDS each program's run at most (default 300; a sanitizer's run counts as one)
 #
@@ -38,6 +42,7 @@ only_benchmarks=""
 benchmark_filter=""
 no_device_ok=0
 limit=300
+repetitions_wanted=5
 while (($#)); do
   case $1 in
     --results) results=${2:?--results needs a folder}; shift ;;
@@ -51,6 +56,8 @@ while (($#)); do
     --benchmarks=*) only_benchmarks=${1#--benchmarks=} ;;
     --benchmark-filter) benchmark_filter=${2:?--benchmark-filter needs a regular expression}; shift ;;
     --benchmark-filter=*) benchmark_filter=${1#--benchmark-filter=} ;;
+    --repetitions) repetitions_wanted=${2:?--repetitions needs a count}; shift ;;
+    --repetitions=*) repetitions_wanted=${1#--repetitions=} ;;
     --no-device-ok) no_device_ok=1 ;;
     --timeout) limit=${2:?--timeout needs seconds}; shift ;;
     --timeout=*) limit=${1#--timeout=} ;;
@@ -60,6 +67,8 @@ while (($#)); do
   shift
 done
 [[ $limit =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout wants seconds, not '$limit'" >&2; exit 2; }
+[[ $repetitions_wanted =~ ^[1-9][0-9]*$ ]] ||
+  { echo "run.sh: --repetitions wants a count from 1, not '$repetitions_wanted'" >&2; exit 2; }
 IFS=, read -r -a chosen_benchmarks <<<"$only_benchmarks"
 for bench in "${chosen_benchmarks[@]}"; do
   if [[ ! -x $here/bin/crema-gpu-bench-$bench ]]; then
@@ -276,9 +285,10 @@ fi
 
 # Benchmarks: medians of five runs, each figure beside its baseline in the same run, the runs of
 # every case interleaved at random so that a drift of clocks or link state falls on both sides.
+# Each run is reported as it ends (the aggregates come only once every case's last run is done).
 benchmarked=0
 if ((benchmarks && device)); then
-  repetitions=(--benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+  repetitions=(--benchmark_repetitions="$repetitions_wanted"
                --benchmark_enable_random_interleaving=true)
   ((quick)) && repetitions=(--benchmark_min_time=0.01)
   [[ -n $benchmark_filter ]] && repetitions+=("--benchmark_filter=$benchmark_filter")
