@@ -93,8 +93,8 @@ std::size_t live_objects() noexcept {
 
 std::size_t live_device_objects() noexcept {
   const std::lock_guard lock(objects_lock);
-  return static_cast<std::size_t>(
-      std::count_if(objects.begin(), objects.end(), [](const auto& object) { return object.second; }));
+  return static_cast<std::size_t>(std::count_if(objects.begin(), objects.end(),
+                                                [](const auto& object) { return object.second; }));
 }
 
 }  // namespace crema::test::fake_nvjpeg

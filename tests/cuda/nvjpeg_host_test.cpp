@@ -676,7 +676,8 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       REQUIRE(plan->ahead().size() == 4);
       const std::size_t made = fake::live_device_objects() - before;
       const auto calls = counting::all_threads();
-      if (fail) counting::fail_call(counting::call::event_query, 0, cudaErrorIllegalAddress, sticky);
+      if (fail)
+        counting::fail_call(counting::call::event_query, 0, cudaErrorIllegalAddress, sticky);
       plan.reset();
       gpu.reset();
       counting::heal();
