@@ -1,7 +1,9 @@
 // The counting CUDA runtime (counting_runtime.hpp): the entry points crema's host code calls,
 // with cuda_runtime_api.h's own declarations, so that a change of signature fails to compile.
-// One device, 0. Streams and events are heap objects; a stream runs its work at once (a copy is
-// done when cudaMemcpyAsync returns), so every event is complete as soon as it is recorded.
+// One device, 0, unless a test asks for more (`set_devices`); each thread has its current device.
+// Streams and events are heap objects that remember the device current when they were made; a
+// stream runs its work at once (a copy is done when cudaMemcpyAsync returns), so every event is
+// complete as soon as it is recorded.
 
 #include "counting_runtime.hpp"
 
@@ -43,10 +45,15 @@ struct injected_failure {
 };
 injected_failure injected;
 
+std::atomic<int> devices{1};
+thread_local int current = 0;  // the calling thread's device
+std::atomic<std::uint64_t> misplaced{0};
+
 // What a handle points at: a tag, so that a handle this runtime did not make is refused.
 struct stream_object {
   std::uint32_t tag = 0x5354524d;  // "STRM"
   std::atomic<int> callers{0};     // calls on this stream running now
+  int device = current;
 };
 
 std::atomic<std::uint64_t> overlaps{0};
@@ -75,6 +82,7 @@ class stream_call {
 struct event_object {
   std::uint32_t tag = 0x45564e54;  // "EVNT"
   bool blocking = false;           // made with cudaEventBlockingSync
+  int device = current;
 };
 std::atomic<std::uint64_t> spinning{0};  // cudaEventSynchronize on events without it
 
@@ -83,6 +91,11 @@ thread_local cudaError_t last_error = cudaSuccess;
 cudaError_t fail(cudaError_t error) noexcept {
   last_error = error;
   return error;
+}
+// A call real CUDA refuses for mixing devices: counted, and answered as CUDA does.
+cudaError_t refuse_across_devices() noexcept {
+  misplaced.fetch_add(1, std::memory_order_relaxed);
+  return fail(cudaErrorInvalidResourceHandle);
 }
 // Counts call `c` and returns the error it fails with (cudaSuccess where it does not).
 cudaError_t enter(call c) noexcept {
@@ -164,27 +177,53 @@ void heal() noexcept {
 std::uint64_t failed_calls() noexcept { return injected.failed.load(std::memory_order_relaxed); }
 
 std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_order_relaxed); }
+
 std::uint64_t spinning_waits() noexcept { return spinning.load(std::memory_order_relaxed); }
+
+void set_devices(int count) noexcept {
+  devices.store(count, std::memory_order_relaxed);
+  current = 0;
+}
+std::uint64_t calls_across_devices() noexcept { return misplaced.load(std::memory_order_relaxed); }
+
+int current_device() noexcept { return current; }
+
+int device_of(cudaStream_t stream) noexcept {
+  return stream == nullptr ? current : reinterpret_cast<const stream_object*>(stream)->device;
+}
+
+bool is_current(int device) noexcept {
+  if (device == current) return true;
+  (void)refuse_across_devices();
+  return false;
+}
+
+bool launchable_on(cudaStream_t stream) noexcept { return is_current(device_of(stream)); }
 
 }  // namespace crema::test::counting_cuda
 
 using crema::test::counting_cuda::call;
+using crema::test::counting_cuda::current;
+using crema::test::counting_cuda::devices;
 using crema::test::counting_cuda::enter;
 using crema::test::counting_cuda::event_object;
 using crema::test::counting_cuda::fail;
 using crema::test::counting_cuda::is_event;
 using crema::test::counting_cuda::is_stream;
 using crema::test::counting_cuda::last_error;
+using crema::test::counting_cuda::refuse_across_devices;
 using crema::test::counting_cuda::spinning;
 using crema::test::counting_cuda::stream_call;
 using crema::test::counting_cuda::stream_object;
 
 namespace {
 
-// What was allocated where, for cudaPointerGetAttributes: start address to size and kind.
+// What was allocated where, for cudaPointerGetAttributes: start address to size, kind and the
+// device current when it was made.
 struct allocation {
   std::size_t bytes;
   cudaMemoryType type;
+  int device;
 };
 std::mutex allocations_lock;
 std::map<std::uintptr_t, allocation> allocations;
@@ -195,7 +234,7 @@ cudaError_t allocate(void** pointer, std::size_t bytes, cudaMemoryType type) {
   *pointer = std::malloc(bytes == 0 ? 1 : bytes);
   if (*pointer == nullptr) return fail(cudaErrorMemoryAllocation);
   const std::lock_guard lock(allocations_lock);
-  allocations[reinterpret_cast<std::uintptr_t>(*pointer)] = {bytes, type};
+  allocations[reinterpret_cast<std::uintptr_t>(*pointer)] = {bytes, type, current};
   return cudaSuccess;
 }
 
@@ -204,16 +243,20 @@ cudaError_t allocate(void** pointer, std::size_t bytes, cudaMemoryType type) {
 extern "C" {
 
 cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = devices.load(std::memory_order_relaxed);
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaGetDevice(int* device) {
-  *device = 0;
+  *device = current;
   return enter(call::get_device);
 }
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
   if (const cudaError_t error = enter(call::set_device)) return error;
-  return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+  if (device < 0 || device >= devices.load(std::memory_order_relaxed)) {
+    return fail(cudaErrorInvalidDevice);
+  }
+  current = device;
+  return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
 // The names of the errors crema's tests meet; the others, one for all.
@@ -266,7 +309,10 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes
   auto after = allocations.upper_bound(at);
   if (after != allocations.begin()) {
     const auto& [start, allocation] = *std::prev(after);
-    if (at < start + allocation.bytes) attributes->type = allocation.type;
+    if (at < start + allocation.bytes) {
+      attributes->type = allocation.type;
+      attributes->device = allocation.device;
+    }
   }
   return cudaSuccess;
 }
@@ -339,6 +385,11 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (const cudaError_t error = enter(call::event_record)) return error;
   if (!is_event(event) || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  // As on a GPU: an event is recorded on a stream of the device it was made on.
+  if (reinterpret_cast<const event_object*>(event)->device !=
+      crema::test::counting_cuda::device_of(stream)) {
+    return refuse_across_devices();
+  }
   const stream_call on(stream);
   return cudaSuccess;
 }

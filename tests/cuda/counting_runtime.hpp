@@ -76,4 +76,23 @@ void heal() noexcept;
 /// @return the calls made to fail since the last `fail_call`
 std::uint64_t failed_calls() noexcept;
 
+/// @brief Makes the runtime have `count` devices (1 at the start), 0 current on the calling
+/// thread. Memory, streams and events belong to the device current when they are made, and the
+/// runtime refuses what a GPU's refuses across devices (an event recorded on another device's
+/// stream, and for `launchable_on`, a kernel launched on one); copies and stream waits across
+/// devices pass, as they do on a GPU.
+void set_devices(int count) noexcept;
+/// @return the calls refused so far for mixing devices
+std::uint64_t calls_across_devices() noexcept;
+/// @return the calling thread's device, as cudaGetDevice gives it but not counted
+int current_device() noexcept;
+/// @return the device of `stream` (the calling thread's for the default stream)
+int device_of(cudaStream_t stream) noexcept;
+/// @return whether `device` is the calling thread's; counted among `calls_across_devices` where
+/// not. For fakes of libraries whose objects belong to a device, such as nvJPEG's handles.
+bool is_current(int device) noexcept;
+/// @return whether a kernel may be launched on `stream` from the calling thread: whether its
+/// device is the current one (`is_current`)
+bool launchable_on(cudaStream_t stream) noexcept;
+
 }  // namespace crema::test::counting_cuda

@@ -2,10 +2,12 @@
 // counting runtime (counting_runtime.hpp) that this test links instead of libcudart: crema's
 // real CUDA classes, run without a GPU. What a feed that scales must keep to: one copy and one
 // event recorded per batch on the producers' side, one stream wait on the consumer's, no event,
-// stream or memory made once the slots have been through a fill, and no device switch. And what a
-// feed must do when the runtime fails: stop with an error that names the call, never deliver a
-// batch whose copy failed, never hang or crash.
+// stream or memory made once the slots have been through a fill, and no device switch. With two
+// devices, as a node's GPUs: each consumer's batches in its own device's memory, and no call that
+// a GPU refuses for mixing devices. And what a feed must do when the runtime fails: stop with an
+// error that names the call, never deliver a batch whose copy failed, never hang or crash.
 
+#include <crema/memory/cuda/cuda_device_resource.hpp>
 #include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -18,11 +20,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -324,6 +328,101 @@ TEST_SUITE("cuda device_batch, counted") {
       CHECK(run.copying_threads == 1);  // the uploader's; the producers and consumer copy nothing
       CHECK(run.stream_overlaps == 0);
     }
+  }
+}
+
+// Consumer i's batches on device i: a stream of each batch's own on that device, or that
+// device's uploader.
+struct fill_on_consumer_device {
+  using batch_type = ::batch_type;
+  std::vector<std::shared_ptr<uploader_type>> uploaders;  // by device; empty: streams
+
+  batch_type make_batch(const crema::batch_context& where) const {
+    const auto device = static_cast<int>(where.consumer);
+    if (uploaders.empty()) {
+      return batch_type(where.batch_size, shape, crema::host_pinned_resource{},
+                        crema::cuda_device_resource(device));
+    }
+    return batch_type(where.batch_size, shape, uploaders[where.consumer],
+                      crema::host_pinned_resource{}, crema::cuda_device_resource(device));
+  }
+  void operator()(const int& record, batch_type& batch, const crema::sample_context& sample) const {
+    fill_on_host{}(record, batch, sample);
+  }
+};
+
+TEST_SUITE("cuda device_batch, two devices") {
+  TEST_CASE(
+      "consumers on two devices get their batches in their own device's memory, and no call "
+      "mixes devices") {
+    crema::test::watchdog guard(60s, "device batches on two devices");
+    counting::set_devices(2);
+    for (const bool uploaders : {false, true}) {
+      CAPTURE(uploaders);
+      const std::uint64_t refused = counting::calls_across_devices();
+      fill_on_consumer_device fill;
+      if (uploaders) {
+        for (const int device : {0, 1})
+          fill.uploaders.push_back(std::make_shared<uploader_type>(device));
+      }
+      constexpr int records = 200 * static_cast<int>(batch_size);
+      crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(records)),
+                                           fill,
+                                           {.batch_size = batch_size,
+                                            .prefetch = prefetch,
+                                            .producers = 4,
+                                            .threads = 2,
+                                            .consumers = 2,
+                                            .mode = crema::pipeline_mode::single_pass}};
+      // Each consumer on a thread of its own, its device current, as a training engine runs
+      // one solver a device: the records it got, and those not where they belong.
+      struct consumed {
+        std::vector<int> records;
+        int misplaced = 0;
+        std::string error;
+      };
+      std::array<consumed, 2> by{};
+      const auto consume = [&](int device) {
+        consumed& mine = by[static_cast<std::size_t>(device)];
+        try {
+          REQUIRE(cudaSetDevice(device) == cudaSuccess);
+          crema::cuda_stream compute;  // made on the consumer's device
+          for (auto batch : pipe.consumer(static_cast<std::size_t>(device))) {
+            const auto on_device = batch->device(compute);
+            cudaPointerAttributes where{};
+            REQUIRE(cudaPointerGetAttributes(&where, on_device.data.data()) == cudaSuccess);
+            if (where.type != cudaMemoryTypeDevice || where.device != device) ++mine.misplaced;
+            for (std::size_t i = 0; i < batch->size(); ++i) {
+              const float* record = on_device.data.data() + i * shape.elements();
+              const float label = on_device.labels.data()[i];
+              if (std::all_of(record, record + shape.elements(),
+                              [&](float v) { return v == label; })) {
+                mine.records.push_back(static_cast<int>(label));
+              }
+            }
+            batch.release_after(compute.record());
+          }
+        } catch (const std::exception& e) {
+          mine.error = crema::test::what_with_cause(e);
+          pipe.stop();  // the other consumer's batches would wait for this one's turn
+        }
+      };
+      std::thread second(consume, 1);
+      consume(0);
+      second.join();
+      CHECK_MESSAGE(by[0].error.empty(), by[0].error);
+      CHECK_MESSAGE(by[1].error.empty(), by[1].error);
+      CHECK(by[0].misplaced == 0);
+      CHECK(by[1].misplaced == 0);
+      CHECK(by[0].records.size() == by[1].records.size());  // dealt in turn
+      std::vector<int> every = by[0].records;
+      every.insert(every.end(), by[1].records.begin(), by[1].records.end());
+      std::sort(every.begin(), every.end());
+      CHECK(every == first_records(records));  // each record once, intact
+      CHECK(counting::calls_across_devices() == refused);
+    }
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    counting::set_devices(1);
   }
 }
 

@@ -7,6 +7,8 @@
 
 #include "fake_nvjpeg.hpp"
 
+#include "counting_runtime.hpp"
+
 #include <nvjpeg.h>
 #include <turbojpeg.h>
 
@@ -104,6 +106,7 @@ namespace fake = crema::test::fake_nvjpeg;
 struct nvjpegHandle {
   bool hardware = false;
   fake::behaviour how;
+  int device = crema::test::counting_cuda::current_device();  // nvJPEG's, made there
 };
 struct nvjpegJpegStream {
   const unsigned char* data = nullptr;
@@ -189,6 +192,22 @@ nvjpegStatus_t decode_region(const nvjpegJpegStream& stream, const nvjpegDecodeP
         static_cast<std::size_t>(width) * channels);
   }
   return NVJPEG_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+namespace {
+
+// Whether work of `handle` may be queued on `stream` into `destination` (device memory, or
+// null): as on a GPU, from the handle's device, current, on a stream and into memory of it.
+// What the counting runtime refuses it counts.
+bool on_its_device(nvjpegHandle_t handle, cudaStream_t stream, const void* destination) {
+  namespace counting = crema::test::counting_cuda;
+  if (!counting::is_current(handle->device) || !counting::launchable_on(stream)) return false;
+  if (destination == nullptr) return true;
+  cudaPointerAttributes where{};
+  return cudaPointerGetAttributes(&where, destination) == cudaSuccess &&
+         where.type == cudaMemoryTypeDevice && counting::is_current(where.device);
 }
 
 }  // namespace
@@ -386,8 +405,13 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle,
 nvjpegStatus_t NVJPEGAPI nvjpegDecodeBatchedEx(nvjpegHandle_t handle, nvjpegJpegState_t state,
                                                const unsigned char* const* data,
                                                const size_t* lengths, nvjpegImage_t* destinations,
-                                               nvjpegDecodeParams_t* params, cudaStream_t) {
+                                               nvjpegDecodeParams_t* params, cudaStream_t queue) {
   if (!handle->hardware || state->batch_size <= 0) return NVJPEG_STATUS_INVALID_PARAMETER;
+  for (int i = 0; i < state->batch_size; ++i) {
+    if (!on_its_device(handle, queue, destinations[i].channel[0])) {
+      return NVJPEG_STATUS_EXECUTION_FAILED;
+    }
+  }
   // A failed batch leaves the state to be set up again, as nvJPEG's header asks.
   const auto failed = [&](nvjpegStatus_t status) {
     state->batch_size = 0;
@@ -433,10 +457,11 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegHost(nvjpegHandle_t, nvjpegJpegDecoder_
   window.valid = status == NVJPEG_STATUS_SUCCESS;
   return status;
 }
-nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegTransferToDevice(nvjpegHandle_t,
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegTransferToDevice(nvjpegHandle_t handle,
                                                           nvjpegJpegDecoder_t decoder,
                                                           nvjpegJpegState_t state,
-                                                          nvjpegJpegStream_t, cudaStream_t) {
+                                                          nvjpegJpegStream_t, cudaStream_t stream) {
+  if (!on_its_device(handle, stream, nullptr)) return NVJPEG_STATUS_EXECUTION_FAILED;
   if (state->decoder != decoder || state->pinned == nullptr || !state->pinned->window.valid ||
       state->device == nullptr) {
     return NVJPEG_STATUS_INVALID_PARAMETER;
@@ -444,9 +469,12 @@ nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegTransferToDevice(nvjpegHandle_t,
   state->device->window = state->pinned->window;
   return NVJPEG_STATUS_SUCCESS;
 }
-nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegDevice(nvjpegHandle_t, nvjpegJpegDecoder_t decoder,
+nvjpegStatus_t NVJPEGAPI nvjpegDecodeJpegDevice(nvjpegHandle_t handle, nvjpegJpegDecoder_t decoder,
                                                 nvjpegJpegState_t state, nvjpegImage_t* destination,
-                                                cudaStream_t) {
+                                                cudaStream_t stream) {
+  if (!on_its_device(handle, stream, destination->channel[0])) {
+    return NVJPEG_STATUS_EXECUTION_FAILED;
+  }
   if (state->decoder != decoder || state->device == nullptr || !state->device->window.valid ||
       destination->channel[0] == nullptr) {
     return NVJPEG_STATUS_INVALID_PARAMETER;

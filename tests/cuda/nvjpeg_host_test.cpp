@@ -3,8 +3,8 @@
 // run on the host. The fake decodes with the CPU path's decoder, so every sample must be the CPU
 // path's, byte for byte: on the hardware engine's batch, on the GPU-assisted path, after a batch
 // the engine fails, and for the images that go to the CPU path. Also: errors name the image, the
-// steady state allocates nothing and makes no stream or event, and every nvJPEG object made is
-// destroyed.
+// steady state allocates nothing and makes no stream or event, every nvJPEG object made is
+// destroyed, and consumers on two devices get batches decoded on their own.
 
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -61,7 +62,11 @@ namespace fake = crema::test::fake_nvjpeg;
 // The kernels' functions, on the host (the counting runtime's device memory is host memory).
 struct host_resampler {
   template <class T>
-  void operator()(const crema::resample_launch<T>& launch, cudaStream_t /*stream*/) const {
+  void operator()(const crema::resample_launch<T>& launch, cudaStream_t stream) const {
+    // As a kernel's launch: refused on a stream of another device than the current one.
+    if (!counting::launchable_on(stream)) {
+      throw crema::cuda_error(cudaErrorInvalidResourceHandle, "resampling on another device");
+    }
     crema::run_on_host(launch);
   }
 };
@@ -740,6 +745,73 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     decoder gpu(options);
     (void)decode<float>(gpu, photographs(1));
     CHECK(fake::counts().pageable_inputs - pageable == 2);
+  }
+
+  TEST_CASE(
+      "an nvjpeg_batcher feeds consumers on two devices, each batch decoded on its consumer's "
+      "device, and no call mixes devices") {
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    const crema::test::watchdog guard(std::chrono::seconds(60), "nvjpeg_batcher on two devices");
+    crema::test::scratch_directory scratch("nvjpeg-two-devices");
+    make_folder(scratch.path());
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(scratch.path(), options);
+    REQUIRE(expected.size() == 4);  // dealt in turn: 0 and 2 to consumer 0, 1 and 3 to 1
+    counting::set_devices(2);
+    const std::uint64_t refused = counting::calls_across_devices();
+    // The records each consumer got, on a thread of its own with its device current, as a
+    // training engine runs a solver a device.
+    struct consumed {
+      batches got;
+      int misplaced = 0;  // batches whose memory is not on the consumer's device
+      std::string error;
+    };
+    std::array<consumed, 2> by{};
+    crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options, {.devices = {0, 1}});
+    {
+      crema::image_folder_source source(scratch.path());
+      source.shuffle(5);
+      crema::double_buffered_pipeline pipe{std::move(source),
+                                           batcher,
+                                           {.batch_size = 4,
+                                            .producers = 3,
+                                            .threads = 2,
+                                            .consumers = 2,
+                                            .mode = crema::pipeline_mode::single_pass,
+                                            .ordered = true,
+                                            .seed = 99}};
+      const auto consume = [&](int device) {
+        consumed& mine = by[static_cast<std::size_t>(device)];
+        try {
+          REQUIRE(cudaSetDevice(device) == cudaSuccess);
+          crema::cuda_stream compute;  // on the consumer's device
+          for (auto batch : pipe.consumer(static_cast<std::size_t>(device))) {
+            cudaPointerAttributes where{};
+            REQUIRE(cudaPointerGetAttributes(&where, batch->device(compute).data.data()) ==
+                    cudaSuccess);
+            if (where.type != cudaMemoryTypeDevice || where.device != device) ++mine.misplaced;
+            mine.got.push_back(read_device_batch(compute)(batch));
+          }
+        } catch (const std::exception& e) {
+          mine.error = crema::test::what_with_cause(e);
+          pipe.stop();  // the other consumer's batches would wait for this one's turn
+        }
+      };
+      std::thread second(consume, 1);
+      consume(0);
+      second.join();
+    }
+    CHECK_MESSAGE(by[0].error.empty(), by[0].error);
+    CHECK_MESSAGE(by[1].error.empty(), by[1].error);
+    CHECK(by[0].misplaced == 0);
+    CHECK(by[1].misplaced == 0);
+    CHECK(by[0].got == batches{expected[0], expected[2]});
+    CHECK(by[1].got == batches{expected[1], expected[3]});
+    CHECK(batcher.decoders_made(0) >= 1);  // each device's batches, its own decoders
+    CHECK(batcher.decoders_made(1) >= 1);
+    CHECK(counting::calls_across_devices() == refused);
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    counting::set_devices(1);
   }
 
   TEST_CASE("an nvjpeg_batcher of 8-bit samples delivers the CPU pipeline's, its labels float") {
