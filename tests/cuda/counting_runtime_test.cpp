@@ -23,6 +23,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
@@ -247,6 +248,17 @@ TEST_SUITE("cuda device_batch, failing runtime") {
       CHECK(pass.delivered <= 50);  // the 51st copy failed: its batch is never delivered
       CHECK(pass.intact);
       CHECK(counting::failed_calls() == 1);
+      // The batch whose copy failed is named, as a producer's finishing step is; every batch
+      // delivered came before it. With an uploader, the consumer meets the failure at that
+      // batch's device(): the one after the last delivered.
+      unsigned long long failed_batch = 0;
+      const char* const named = uploads.uploader
+                                    ? "device_batch: uploading batch %llu of consumer 0"
+                                    : "pipeline: finishing batch %llu of consumer 0";
+      REQUIRE(std::sscanf(pass.error.c_str(), named, &failed_batch) == 1);
+      const auto delivered = static_cast<unsigned long long>(pass.delivered);
+      CHECK(failed_batch >= delivered);
+      if (uploads.uploader) CHECK(failed_batch == delivered);
     }
   }
 

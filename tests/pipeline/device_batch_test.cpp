@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -388,8 +390,18 @@ TEST_SUITE("device_batch") {
       crema::device_batch<float, crema::host_malloc_resource, limited> batch(
           4, shape, uploader, {}, limited(crema::emulated_device_resource(device), 64));
       fill(batch);  // the device block is made on the uploader's thread, past the limit
-      CHECK_THROWS_WITH_AS((void)batch.device(), doctest::Contains("limit of 64 bytes"),
-                           crema::allocation_error);
+      // Named with its batch, as a producer's failed finishing step is, the cause nested.
+      bool thrown = false;
+      try {
+        (void)batch.device();
+      } catch (const crema::pipeline_error& e) {
+        thrown = true;
+        CHECK(std::string_view(e.what()) ==
+              "device_batch: uploading batch 0 of consumer 0 failed on the uploader's thread");
+        CHECK_THROWS_WITH_AS(std::rethrow_if_nested(e), doctest::Contains("limit of 64 bytes"),
+                             crema::allocation_error);
+      }
+      CHECK(thrown);
       CHECK(device.stats().live_bytes == 0);
     }
   }

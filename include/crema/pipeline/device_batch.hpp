@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -154,7 +155,7 @@ class device_batch {
     upload_.settle();
     size_ = info.size;
     if (upload_.by_uploader()) {
-      upload_.submit(*this);
+      upload_.submit(*this, info);
     } else {
       start_upload(*stream_);
     }
@@ -172,11 +173,15 @@ class device_batch {
   /// and labels). For the consumer.
   /// @throws crema::allocation_error if the device side cannot be allocated (a batch that was
   ///         never filled)
+  /// @throws crema::pipeline_error "device_batch: uploading batch N of consumer C failed on the
+  ///         uploader's thread", the cause (a crema::cuda_error) nested, where a `batch_uploader`
+  ///         could not start this batch's upload
   [[nodiscard]] view_type device(stream_type& stream) const {
     upload_.settle();
     return view_of(block_.device(stream));
   }
   /// @brief The batch on the device, once the upload has finished: the host waits for it.
+  /// @throws as `device(stream)`
   [[nodiscard]] view_type device() const {
     upload_.settle();
     return view_of(block_.device());
@@ -240,8 +245,10 @@ class device_batch {
       if (!uploader_) return nullptr;
       return {uploader_, &uploader_->stream()};
     }
-    void submit(device_batch& batch) noexcept {
+    void submit(device_batch& batch, const batch_info& info) noexcept {
       job_->batch = &batch;
+      job_->sequence = info.sequence;
+      job_->consumer = info.consumer;
       uploader_->submit(*job_);
     }
     // Returns once the batch's upload has been started; rethrows what starting it threw.
@@ -255,7 +262,20 @@ class device_batch {
    private:
     struct upload_job final : batch_uploader<stream_type>::job {
       device_batch* batch = nullptr;  // set at each submit: the batch may have moved since
-      void run(stream_type& stream) override { batch->start_upload(stream); }
+      std::uint64_t sequence = 0;     // the batch's number among its consumer's, for errors
+      std::size_t consumer = 0;
+      void run(stream_type& stream) override {
+        try {
+          batch->start_upload(stream);
+        } catch (...) {
+          // Named as a producer's failed finishing step is, the cause nested: the consumer
+          // meets it in `device()`.
+          std::throw_with_nested(pipeline_error(
+              fmt::format("device_batch: uploading batch {} of consumer {} failed on the "
+                          "uploader's thread",
+                          sequence, consumer)));
+        }
+      }
     };
 
     std::shared_ptr<batch_uploader<stream_type>> uploader_;
