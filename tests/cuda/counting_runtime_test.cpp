@@ -15,6 +15,7 @@
 #include "common/pipeline_failure.hpp"
 #include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
+#include "device_consumers.hpp"
 
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
@@ -27,7 +28,6 @@
 #include <exception>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -386,44 +386,33 @@ TEST_SUITE("cuda device_batch, two devices") {
                                             .threads = 2,
                                             .consumers = 2,
                                             .mode = crema::pipeline_mode::single_pass}};
-      // Each consumer on a thread of its own, its device current, as a training engine runs
-      // one solver a device: the records it got, and those not where they belong.
+      // What each consumer got, on a thread of its own with its device current, as a training
+      // engine runs a solver a device.
       struct consumed {
-        std::vector<int> records;
-        int misplaced = 0;
-        std::string error;
+        std::vector<int> records;  // whole
+        int misplaced = 0;         // batches not in the consumer's device memory
       };
       std::array<consumed, 2> by{};
-      const auto consume = [&](int device) {
-        consumed& mine = by[static_cast<std::size_t>(device)];
-        try {
-          REQUIRE(cudaSetDevice(device) == cudaSuccess);
-          crema::cuda_stream compute;  // made on the consumer's device
-          for (auto batch : pipe.consumer(static_cast<std::size_t>(device))) {
-            const auto on_device = batch->device(compute);
-            cudaPointerAttributes where{};
-            REQUIRE(cudaPointerGetAttributes(&where, on_device.data.data()) == cudaSuccess);
-            if (where.type != cudaMemoryTypeDevice || where.device != device) ++mine.misplaced;
-            for (std::size_t i = 0; i < batch->size(); ++i) {
-              const float* record = on_device.data.data() + i * shape.elements();
-              const float label = on_device.labels.data()[i];
-              if (std::all_of(record, record + shape.elements(),
-                              [&](float v) { return v == label; })) {
-                mine.records.push_back(static_cast<int>(label));
+      const std::vector<std::string> errors =
+          crema::test::consume_on_devices(pipe, 2, [&](int device, auto batches) {
+            consumed& mine = by[static_cast<std::size_t>(device)];
+            crema::cuda_stream compute;  // made on the consumer's device
+            for (auto batch : batches) {
+              const auto on_device = batch->device(compute);
+              if (!crema::test::in_memory_of(device, on_device.data.data())) ++mine.misplaced;
+              for (std::size_t i = 0; i < batch->size(); ++i) {
+                const float* record = on_device.data.data() + i * shape.elements();
+                const float label = on_device.labels.data()[i];
+                if (std::all_of(record, record + shape.elements(),
+                                [&](float v) { return v == label; })) {
+                  mine.records.push_back(static_cast<int>(label));
+                }
               }
+              batch.release_after(compute.record());
             }
-            batch.release_after(compute.record());
-          }
-        } catch (const std::exception& e) {
-          mine.error = crema::test::what_with_cause(e);
-          pipe.stop();  // the other consumer's batches would wait for this one's turn
-        }
-      };
-      std::thread second(consume, 1);
-      consume(0);
-      second.join();
-      CHECK_MESSAGE(by[0].error.empty(), by[0].error);
-      CHECK_MESSAGE(by[1].error.empty(), by[1].error);
+          });
+      CHECK_MESSAGE(errors[0].empty(), errors[0]);
+      CHECK_MESSAGE(errors[1].empty(), errors[1]);
       CHECK(by[0].misplaced == 0);
       CHECK(by[1].misplaced == 0);
       CHECK(by[0].records.size() == by[1].records.size());  // dealt in turn
@@ -433,7 +422,6 @@ TEST_SUITE("cuda device_batch, two devices") {
       CHECK(every == first_records(records));  // each record once, intact
       CHECK(counting::calls_across_devices() == refused);
     }
-    REQUIRE(cudaSetDevice(0) == cudaSuccess);
     counting::set_devices(1);
   }
 }

@@ -20,6 +20,7 @@
 #include "common/test_data.hpp"
 #include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
+#include "device_consumers.hpp"
 #include "fake_nvjpeg.hpp"
 #include "nvjpeg_test_data.hpp"
 
@@ -759,14 +760,14 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     REQUIRE(expected.size() == 4);  // dealt in turn: 0 and 2 to consumer 0, 1 and 3 to 1
     counting::set_devices(2);
     const std::uint64_t refused = counting::calls_across_devices();
-    // The records each consumer got, on a thread of its own with its device current, as a
-    // training engine runs a solver a device.
+    // What each consumer got, on a thread of its own with its device current, as a training
+    // engine runs a solver a device.
     struct consumed {
       batches got;
-      int misplaced = 0;  // batches whose memory is not on the consumer's device
-      std::string error;
+      int misplaced = 0;  // batches not in the consumer's device memory
     };
     std::array<consumed, 2> by{};
+    std::vector<std::string> errors;
     crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options, {.devices = {0, 1}});
     {
       crema::image_folder_source source(scratch.path());
@@ -780,29 +781,19 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
                                             .mode = crema::pipeline_mode::single_pass,
                                             .ordered = true,
                                             .seed = 99}};
-      const auto consume = [&](int device) {
+      errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto batches) {
         consumed& mine = by[static_cast<std::size_t>(device)];
-        try {
-          REQUIRE(cudaSetDevice(device) == cudaSuccess);
-          crema::cuda_stream compute;  // on the consumer's device
-          for (auto batch : pipe.consumer(static_cast<std::size_t>(device))) {
-            cudaPointerAttributes where{};
-            REQUIRE(cudaPointerGetAttributes(&where, batch->device(compute).data.data()) ==
-                    cudaSuccess);
-            if (where.type != cudaMemoryTypeDevice || where.device != device) ++mine.misplaced;
-            mine.got.push_back(read_device_batch(compute)(batch));
+        crema::cuda_stream compute;  // on the consumer's device
+        for (auto batch : batches) {
+          if (!crema::test::in_memory_of(device, batch->device(compute).data.data())) {
+            ++mine.misplaced;
           }
-        } catch (const std::exception& e) {
-          mine.error = crema::test::what_with_cause(e);
-          pipe.stop();  // the other consumer's batches would wait for this one's turn
+          mine.got.push_back(read_device_batch(compute)(batch));
         }
-      };
-      std::thread second(consume, 1);
-      consume(0);
-      second.join();
+      });
     }
-    CHECK_MESSAGE(by[0].error.empty(), by[0].error);
-    CHECK_MESSAGE(by[1].error.empty(), by[1].error);
+    CHECK_MESSAGE(errors[0].empty(), errors[0]);
+    CHECK_MESSAGE(errors[1].empty(), errors[1]);
     CHECK(by[0].misplaced == 0);
     CHECK(by[1].misplaced == 0);
     CHECK(by[0].got == batches{expected[0], expected[2]});
@@ -810,7 +801,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(batcher.decoders_made(0) >= 1);  // each device's batches, its own decoders
     CHECK(batcher.decoders_made(1) >= 1);
     CHECK(counting::calls_across_devices() == refused);
-    REQUIRE(cudaSetDevice(0) == cudaSuccess);
     counting::set_devices(1);
   }
 
