@@ -424,6 +424,31 @@ TEST_SUITE("cuda device_batch, two devices") {
     }
     counting::set_devices(1);
   }
+
+  TEST_CASE("a consumer given batches of another device is told which, before its kernels fault") {
+    crema::test::watchdog guard(60s, "device batches on the wrong device");
+    counting::set_devices(2);
+    // Made with the producers' current device, 0, for both consumers: consumer 1's kernels would
+    // read device 0's memory from device 1.
+    crema::double_buffered_pipeline pipe{
+        crema::vector_source<int>(first_records(64 * static_cast<int>(batch_size))),
+        fill_on_host{},
+        {.batch_size = batch_size,
+         .producers = 2,
+         .threads = 2,
+         .consumers = 2,
+         .mode = crema::pipeline_mode::single_pass}};
+    const std::vector<std::string> errors =
+        crema::test::consume_on_devices(pipe, 2, [](int /*device*/, auto batches) {
+          crema::cuda_stream compute;
+          for (auto batch : batches) {
+            (void)batch->device(compute);
+            batch.release_after(compute.record());
+          }
+        });
+    CHECK(errors[1].find("device_batch: a batch of device 0 read by a stream of device 1") == 0);
+    counting::set_devices(1);
+  }
 }
 
 TEST_SUITE("cuda_stream, counted") {

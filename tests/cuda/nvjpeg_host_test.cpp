@@ -801,6 +801,26 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(batcher.decoders_made(0) >= 1);  // each device's batches, its own decoders
     CHECK(batcher.decoders_made(1) >= 1);
     CHECK(counting::calls_across_devices() == refused);
+    // Without the devices, every batch is made on the producers' current device, 0: consumer
+    // 1 is told so before its kernels would read device 0's memory.
+    {
+      crema::double_buffered_pipeline pipe{
+          crema::image_folder_source(scratch.path()),
+          crema::cuda::basic_nvjpeg_batcher<float, decoder>(options),
+          {.batch_size = 4,
+           .producers = 2,
+           .threads = 2,
+           .consumers = 2,
+           .mode = crema::pipeline_mode::single_pass}};
+      errors = crema::test::consume_on_devices(pipe, 2, [](int /*device*/, auto batches) {
+        crema::cuda_stream compute;
+        for (auto batch : batches) {
+          (void)batch->device(compute);
+          batch.release_after(compute.record());
+        }
+      });
+    }
+    CHECK(errors[1].find("nvjpeg_batcher: a batch of device 0 read by a stream of device 1") == 0);
     counting::set_devices(1);
   }
 

@@ -176,12 +176,23 @@ class device_batch {
   /// @throws crema::pipeline_error "device_batch: uploading batch N of consumer C failed on the
   ///         uploader's thread", the cause (a crema::cuda_error) nested, where a `batch_uploader`
   ///         could not start this batch's upload
+  /// @throws crema::config_error naming both devices if `stream` is another device's than the
+  ///         batch (a consumer whose batches were not made on its device): its kernels would
+  ///         fault, or read across the link
   [[nodiscard]] view_type device(stream_type& stream) const {
+    if constexpr (requires { stream.device_id(); }) {
+      if (stream.device_id() != block_.device_id()) [[unlikely]] {
+        detail::fail<config_error>(
+            "device_batch: a batch of device {} read by a stream of device {}; make each "
+            "consumer's batches on its device (batch_context::consumer)",
+            block_.device_id(), stream.device_id());
+      }
+    }
     upload_.settle();
     return view_of(block_.device(stream));
   }
   /// @brief The batch on the device, once the upload has finished: the host waits for it.
-  /// @throws as `device(stream)`
+  /// @throws as `device(stream)`, but for the check of devices (there is no stream)
   [[nodiscard]] view_type device() const {
     upload_.settle();
     return view_of(block_.device());

@@ -315,7 +315,15 @@ class basic_nvjpeg_batcher {
 
     /// @brief The batch on the device for work queued on `stream`: `stream` waits for the
     /// decoding's event (the host does not). For the consumer.
+    /// @throws crema::config_error naming both devices if `stream` is another device's than the
+    ///         batch (`nvjpeg_batcher_options::devices` not set for a consumer on another)
     [[nodiscard]] view_type device(cuda_stream& stream) const {
+      if (stream.device_id() != device_id_) [[unlikely]] {
+        ::crema::detail::fail<config_error>(
+            "nvjpeg_batcher: a batch of device {} read by a stream of device {}; give each "
+            "consumer's device in nvjpeg_batcher_options::devices",
+            device_id_, stream.device_id());
+      }
       stream.wait(ready_);
       return view();
     }
