@@ -82,6 +82,13 @@ std::uint64_t failed_calls() noexcept;
 /// stream, and for `launchable_on`, a kernel launched on one); copies and stream waits across
 /// devices pass, as they do on a GPU.
 void set_devices(int count) noexcept;
+/// @brief `set_devices(count)` for a scope: one device again when it ends, even on a failure.
+struct devices_for_scope {
+  explicit devices_for_scope(int count) noexcept { set_devices(count); }
+  devices_for_scope(const devices_for_scope&) = delete;
+  devices_for_scope& operator=(const devices_for_scope&) = delete;
+  ~devices_for_scope() { set_devices(1); }
+};
 /// @return the calls refused so far for mixing devices
 std::uint64_t calls_across_devices() noexcept;
 /// @return the calling thread's device, as cudaGetDevice gives it but not counted

@@ -368,7 +368,7 @@ TEST_SUITE("cuda device_batch, two devices") {
       "consumers on two devices get their batches in their own device's memory, and no call "
       "mixes devices") {
     crema::test::watchdog guard(60s, "device batches on two devices");
-    counting::set_devices(2);
+    const counting::devices_for_scope two_devices(2);
     for (const bool uploaders : {false, true}) {
       CAPTURE(uploaders);
       const std::uint64_t refused = counting::calls_across_devices();
@@ -394,10 +394,10 @@ TEST_SUITE("cuda device_batch, two devices") {
       };
       std::array<consumed, 2> by{};
       const std::vector<std::string> errors =
-          crema::test::consume_on_devices(pipe, 2, [&](int device, auto batches) {
+          crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
             consumed& mine = by[static_cast<std::size_t>(device)];
             crema::cuda_stream compute;  // made on the consumer's device
-            for (auto batch : batches) {
+            for (auto batch : range) {
               const auto on_device = batch->device(compute);
               if (!crema::test::in_memory_of(device, on_device.data.data())) ++mine.misplaced;
               for (std::size_t i = 0; i < batch->size(); ++i) {
@@ -422,12 +422,11 @@ TEST_SUITE("cuda device_batch, two devices") {
       CHECK(every == first_records(records));  // each record once, intact
       CHECK(counting::calls_across_devices() == refused);
     }
-    counting::set_devices(1);
   }
 
   TEST_CASE("a consumer given batches of another device is told which, before its kernels fault") {
     crema::test::watchdog guard(60s, "device batches on the wrong device");
-    counting::set_devices(2);
+    const counting::devices_for_scope two_devices(2);
     // Made with the producers' current device, 0, for both consumers: consumer 1's kernels would
     // read device 0's memory from device 1.
     crema::double_buffered_pipeline pipe{
@@ -439,15 +438,14 @@ TEST_SUITE("cuda device_batch, two devices") {
          .consumers = 2,
          .mode = crema::pipeline_mode::single_pass}};
     const std::vector<std::string> errors =
-        crema::test::consume_on_devices(pipe, 2, [](int /*device*/, auto batches) {
+        crema::test::consume_on_devices(pipe, 2, [](int /*device*/, auto range) {
           crema::cuda_stream compute;
-          for (auto batch : batches) {
+          for (auto batch : range) {
             (void)batch->device(compute);
             batch.release_after(compute.record());
           }
         });
     CHECK(errors[1].find("device_batch: a batch of device 0 read by a stream of device 1") == 0);
-    counting::set_devices(1);
   }
 }
 

@@ -758,7 +758,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     const crema::image_transform_options options = every_kind().front();
     const batches expected = cpu_epoch(scratch.path(), options);
     REQUIRE(expected.size() == 4);  // dealt in turn: 0 and 2 to consumer 0, 1 and 3 to 1
-    counting::set_devices(2);
+    const counting::devices_for_scope two_devices(2);
     const std::uint64_t refused = counting::calls_across_devices();
     // What each consumer got, on a thread of its own with its device current, as a training
     // engine runs a solver a device.
@@ -781,10 +781,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
                                             .mode = crema::pipeline_mode::single_pass,
                                             .ordered = true,
                                             .seed = 99}};
-      errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto batches) {
+      errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
         consumed& mine = by[static_cast<std::size_t>(device)];
         crema::cuda_stream compute;  // on the consumer's device
-        for (auto batch : batches) {
+        for (auto batch : range) {
           if (!crema::test::in_memory_of(device, batch->device(compute).data.data())) {
             ++mine.misplaced;
           }
@@ -812,16 +812,15 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
            .threads = 2,
            .consumers = 2,
            .mode = crema::pipeline_mode::single_pass}};
-      errors = crema::test::consume_on_devices(pipe, 2, [](int /*device*/, auto batches) {
+      errors = crema::test::consume_on_devices(pipe, 2, [](int /*device*/, auto range) {
         crema::cuda_stream compute;
-        for (auto batch : batches) {
+        for (auto batch : range) {
           (void)batch->device(compute);
           batch.release_after(compute.record());
         }
       });
     }
     CHECK(errors[1].find("nvjpeg_batcher: a batch of device 0 read by a stream of device 1") == 0);
-    counting::set_devices(1);
   }
 
   TEST_CASE("an nvjpeg_batcher of 8-bit samples delivers the CPU pipeline's, its labels float") {
