@@ -20,11 +20,28 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
 namespace crema {
+
+namespace detail {
+
+/// Refuses a batch on `batch_device` read by a stream of `stream_device`: a consumer given
+/// batches made on another device than its own, whose kernels would fault on them (or read them
+/// across the link). `fix` says how each consumer's batches are put on its device.
+/// @throws crema::config_error naming both devices and the fix
+inline void check_stream_device(std::string_view batch_type, int batch_device, int stream_device,
+                                std::string_view fix) {
+  if (batch_device != stream_device) [[unlikely]] {
+    fail<config_error>("{}: a batch of device {} read by a stream of device {}; {}", batch_type,
+                       batch_device, stream_device, fix);
+  }
+}
+
+}  // namespace detail
 
 /// @brief What a consumer's device work reads of a `device_batch`: its `size()` records and
 /// their labels, in device memory. Trivially copyable; hand the pointers to a kernel.
@@ -181,12 +198,9 @@ class device_batch {
   ///         fault, or read across the link
   [[nodiscard]] view_type device(stream_type& stream) const {
     if constexpr (requires { stream.device_id(); }) {
-      if (stream.device_id() != block_.device_id()) [[unlikely]] {
-        detail::fail<config_error>(
-            "device_batch: a batch of device {} read by a stream of device {}; make each "
-            "consumer's batches on its device (batch_context::consumer)",
-            block_.device_id(), stream.device_id());
-      }
+      detail::check_stream_device(
+          "device_batch", block_.device_id(), stream.device_id(),
+          "make each consumer's batches on its device (batch_context::consumer)");
     }
     upload_.settle();
     return view_of(block_.device(stream));

@@ -318,12 +318,9 @@ class basic_nvjpeg_batcher {
     /// @throws crema::config_error naming both devices if `stream` is another device's than the
     ///         batch (`nvjpeg_batcher_options::devices` not set for a consumer on another)
     [[nodiscard]] view_type device(cuda_stream& stream) const {
-      if (stream.device_id() != device_id_) [[unlikely]] {
-        ::crema::detail::fail<config_error>(
-            "nvjpeg_batcher: a batch of device {} read by a stream of device {}; give each "
-            "consumer's device in nvjpeg_batcher_options::devices",
-            device_id_, stream.device_id());
-      }
+      ::crema::detail::check_stream_device(
+          "nvjpeg_batcher", device_id_, stream.device_id(),
+          "give each consumer's device in nvjpeg_batcher_options::devices");
       stream.wait(ready_);
       return view();
     }
