@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/error.hpp>
 
 #include <nvjpeg.h>
@@ -7,11 +8,11 @@
 #include <string_view>
 
 /// @file
-/// Checking nvJPEG calls: a failed call becomes a `crema::cuda_error` naming the call and the
-/// status (its code is the `nvjpegStatus_t`). Component `crema::nvjpeg`.
+/// Checking nvJPEG calls: a failed call becomes a `crema::cuda_error` naming the call, the device
+/// and the status (its code is the `nvjpegStatus_t`). Component `crema::nvjpeg`.
 
 /// @brief Runs an nvJPEG call and throws `crema::cuda_error` unless it returns
-/// `NVJPEG_STATUS_SUCCESS`: "<call> failed: <status name>".
+/// `NVJPEG_STATUS_SUCCESS`: "<call> failed on device <D>: <status name>", D the current device.
 #define CREMA_NVJPEG_TRY(call) ::crema::detail::nvjpeg_check((call), #call)
 
 namespace crema::detail {
@@ -55,8 +56,8 @@ namespace crema::detail {
 /// Throws `crema::cuda_error` for a failed `status`; `call` is the call's source text.
 inline void nvjpeg_check(nvjpegStatus_t status, const char* call) {
   if (status != NVJPEG_STATUS_SUCCESS) [[unlikely]] {
-    fail_with_code<cuda_error>(static_cast<int>(status), "{} failed: {}", call,
-                               nvjpeg_status_name(status));
+    fail_with_code<cuda_error>(static_cast<int>(status), "{} failed{}: {}", call,
+                               on_current_device(), nvjpeg_status_name(status));
   }
 }
 

@@ -58,6 +58,8 @@ class cuda_event_pool {
     CREMA_CUDA_TRY(cudaEventCreateWithFlags(&event, flags_));
     return event;
   }
+  [[nodiscard]] int device() const noexcept { return device_; }
+
   // Keeps `event` for a later `take`; re-recording an event that may still be pending is fine,
   // since waits already queued on it keep what it stood for then. Destroys it if it cannot be
   // kept (no memory).
@@ -111,13 +113,13 @@ class cuda_event {
       (void)cudaGetLastError();
       return false;
     }
-    CREMA_CUDA_TRY(status);
+    detail::cuda_check(status, "cudaEventQuery(event_)", pool_->device());
     return true;
   }
   /// @brief Blocks until the work recorded before the event has finished.
   /// @throws crema::cuda_error if that work failed
   void wait() const {
-    if (event_ != nullptr) CREMA_CUDA_TRY(cudaEventSynchronize(event_));
+    if (event_ != nullptr) CREMA_CUDA_TRY_ON(pool_->device(), cudaEventSynchronize(event_));
   }
   /// @return the CUDA handle, for `cudaStreamWaitEvent` and friends
   [[nodiscard]] cudaEvent_t native_handle() const noexcept { return event_; }
@@ -191,14 +193,14 @@ class cuda_stream {
     return event;
   }
   /// @brief Blocks until the work queued so far has finished.
-  void synchronize() { CREMA_CUDA_TRY(cudaStreamSynchronize(stream_)); }
+  void synchronize() { CREMA_CUDA_TRY_ON(device_, cudaStreamSynchronize(stream_)); }
 
   /// @brief Makes the work queued on this stream from now on wait for `event`
   /// (`cudaStreamWaitEvent`); the host does not wait. An empty event is nothing to wait for.
   /// @throws crema::cuda_error if CUDA refuses
   void wait(const cuda_event& event) {
     if (event.native_handle() != nullptr) {
-      CREMA_CUDA_TRY(cudaStreamWaitEvent(stream_, event.native_handle(), 0));
+      CREMA_CUDA_TRY_ON(device_, cudaStreamWaitEvent(stream_, event.native_handle(), 0));
     }
   }
 
