@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -33,14 +34,16 @@ void count(call c) noexcept {
   if (calling_thread.of[i]++ == 0) callers[i].fetch_add(1, std::memory_order_relaxed);
 }
 
-// What fail_call set: the kind of call to fail (count_: none), the calls of it still to let
-// through, the error, and, once a sticky failure has happened, the error every call returns.
+// What fail_call set: the kind of call to fail (count_: none), the device whose calls it counts
+// (any_device: all), the calls still to let through, the error, and, once a sticky failure has
+// happened, the error every call on its device returns.
 struct injected_failure {
   std::atomic<std::size_t> kind{static_cast<std::size_t>(call::count_)};
+  std::atomic<int> device{any_device};
   std::atomic<std::int64_t> left{-1};
   std::atomic<int> error{cudaSuccess};
   std::atomic<bool> sticky{false};
-  std::atomic<int> stuck{cudaSuccess};
+  std::array<std::atomic<int>, max_devices> stuck{};  // by device; cudaSuccess where none
   std::atomic<std::uint64_t> failed{0};
 };
 injected_failure injected;
@@ -97,21 +100,33 @@ cudaError_t refuse_across_devices() noexcept {
   misplaced.fetch_add(1, std::memory_order_relaxed);
   return fail(cudaErrorInvalidResourceHandle);
 }
-// Counts call `c` and returns the error it fails with (cudaSuccess where it does not).
-cudaError_t enter(call c) noexcept {
+// The error device `device` fails every call with after a sticky failure (cudaSuccess: none).
+int stuck_on(int device) noexcept {
+  return device >= 0 && device < max_devices
+             ? injected.stuck[static_cast<std::size_t>(device)].load(std::memory_order_acquire)
+             : cudaSuccess;
+}
+// Counts call `c` on device `device` (and, for a stream's wait for another device's event,
+// `also`) and returns the error it fails with (cudaSuccess where it does not).
+cudaError_t enter(call c, int device = current, int also = current) noexcept {
   count(c);
-  if (const int stuck = injected.stuck.load(std::memory_order_acquire);
-      stuck != cudaSuccess && c != call::get_device) {
-    injected.failed.fetch_add(1, std::memory_order_relaxed);
-    return fail(static_cast<cudaError_t>(stuck));
+  for (const int on : {device, also}) {
+    if (const int stuck = stuck_on(on); stuck != cudaSuccess && c != call::get_device) {
+      injected.failed.fetch_add(1, std::memory_order_relaxed);
+      return fail(static_cast<cudaError_t>(stuck));
+    }
   }
-  if (injected.kind.load(std::memory_order_acquire) != static_cast<std::size_t>(c) ||
+  if (injected.kind.load(std::memory_order_acquire) != static_cast<std::size_t>(c)) {
+    return cudaSuccess;
+  }
+  if (const int only = injected.device.load(std::memory_order_relaxed);
+      (only != any_device && only != device) ||
       injected.left.fetch_sub(1, std::memory_order_acq_rel) != 0) {
     return cudaSuccess;
   }
   const int error = injected.error.load(std::memory_order_relaxed);
-  if (injected.sticky.load(std::memory_order_relaxed)) {
-    injected.stuck.store(error, std::memory_order_release);
+  if (injected.sticky.load(std::memory_order_relaxed) && device >= 0 && device < max_devices) {
+    injected.stuck[static_cast<std::size_t>(device)].store(error, std::memory_order_release);
   }
   injected.failed.fetch_add(1, std::memory_order_relaxed);
   return fail(static_cast<cudaError_t>(error));
@@ -121,6 +136,15 @@ bool is_stream(cudaStream_t stream) noexcept {
 }
 bool is_event(cudaEvent_t event) noexcept {
   return event != nullptr && reinterpret_cast<event_object*>(event)->tag == event_object{}.tag;
+}
+// The device a call on `stream` or `event` is on: theirs, or the current one for the default
+// stream and handles this runtime did not make.
+int device_of_stream(cudaStream_t stream) noexcept {
+  return stream != nullptr && is_stream(stream) ? reinterpret_cast<stream_object*>(stream)->device
+                                                : current;
+}
+int device_of_event(cudaEvent_t event) noexcept {
+  return is_event(event) ? reinterpret_cast<event_object*>(event)->device : current;
 }
 
 }  // namespace
@@ -159,9 +183,10 @@ std::uint64_t threads_calling(call c) noexcept {
   return callers[static_cast<std::size_t>(c)].load(std::memory_order_relaxed);
 }
 
-void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky) noexcept {
+void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky, int on) noexcept {
   heal();
   injected.failed.store(0, std::memory_order_relaxed);
+  injected.device.store(on, std::memory_order_relaxed);
   injected.error.store(error, std::memory_order_relaxed);
   injected.sticky.store(sticky, std::memory_order_relaxed);
   injected.left.store(static_cast<std::int64_t>(after), std::memory_order_relaxed);
@@ -170,7 +195,9 @@ void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky) noex
 
 void heal() noexcept {
   injected.kind.store(static_cast<std::size_t>(call::count_), std::memory_order_release);
-  injected.stuck.store(cudaSuccess, std::memory_order_release);
+  for (std::atomic<int>& stuck : injected.stuck) {
+    stuck.store(cudaSuccess, std::memory_order_release);
+  }
   injected.left.store(-1, std::memory_order_relaxed);
 }
 
@@ -181,7 +208,7 @@ std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_orde
 std::uint64_t spinning_waits() noexcept { return spinning.load(std::memory_order_relaxed); }
 
 void set_devices(int count) noexcept {
-  devices.store(count, std::memory_order_relaxed);
+  devices.store(std::clamp(count, 1, max_devices), std::memory_order_relaxed);
   current = 0;
 }
 std::uint64_t calls_across_devices() noexcept { return misplaced.load(std::memory_order_relaxed); }
@@ -204,6 +231,8 @@ bool launchable_on(cudaStream_t stream) noexcept { return is_current(device_of(s
 
 using crema::test::counting_cuda::call;
 using crema::test::counting_cuda::current;
+using crema::test::counting_cuda::device_of_event;
+using crema::test::counting_cuda::device_of_stream;
 using crema::test::counting_cuda::devices;
 using crema::test::counting_cuda::enter;
 using crema::test::counting_cuda::event_object;
@@ -238,6 +267,13 @@ cudaError_t allocate(void** pointer, std::size_t bytes, cudaMemoryType type) {
   return cudaSuccess;
 }
 
+// The device of the allocation that starts at `pointer`: the current one where none does.
+int device_of_allocation(const void* pointer) {
+  const std::lock_guard lock(allocations_lock);
+  const auto found = allocations.find(reinterpret_cast<std::uintptr_t>(pointer));
+  return found != allocations.end() ? found->second.device : current;
+}
+
 }  // namespace
 
 extern "C" {
@@ -251,7 +287,7 @@ cudaError_t CUDARTAPI cudaGetDevice(int* device) {
   return enter(call::get_device);
 }
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
-  if (const cudaError_t error = enter(call::set_device)) return error;
+  if (const cudaError_t error = enter(call::set_device, device)) return error;
   if (device < 0 || device >= devices.load(std::memory_order_relaxed)) {
     return fail(cudaErrorInvalidDevice);
   }
@@ -290,7 +326,8 @@ cudaError_t CUDARTAPI cudaMallocHost(void** pointer, size_t bytes) {
   return allocate(pointer, bytes, cudaMemoryTypeHost);
 }
 cudaError_t CUDARTAPI cudaFree(void* pointer) {
-  const cudaError_t error = enter(call::free);  // freed all the same: see fail_call
+  // Freed all the same: see fail_call.
+  const cudaError_t error = enter(call::free, device_of_allocation(pointer));
   if (pointer != nullptr) {
     const std::lock_guard lock(allocations_lock);
     allocations.erase(reinterpret_cast<std::uintptr_t>(pointer));
@@ -330,7 +367,9 @@ cudaError_t CUDARTAPI cudaMemcpy(void* destination, const void* source, size_t b
 }
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* destination, const void* source, size_t bytes,
                                       cudaMemcpyKind /*kind*/, cudaStream_t stream) {
-  if (const cudaError_t error = enter(call::memcpy_async)) return error;
+  if (const cudaError_t error = enter(call::memcpy_async, device_of_stream(stream))) {
+    return error;
+  }
   if (!is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   const stream_call on(stream);
   std::memcpy(destination, source, bytes);
@@ -347,18 +386,24 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned i
   return cudaStreamCreate(stream);
 }
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
-  const cudaError_t error = enter(call::stream_destroy);  // destroyed all the same
+  // Destroyed all the same.
+  const cudaError_t error = enter(call::stream_destroy, device_of_stream(stream));
   if (stream == nullptr || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   delete reinterpret_cast<stream_object*>(stream);
   return error;
 }
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
-  if (const cudaError_t error = enter(call::stream_synchronize)) return error;
+  if (const cudaError_t error = enter(call::stream_synchronize, device_of_stream(stream))) {
+    return error;
+  }
   return is_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                           unsigned int /*flags*/) {
-  if (const cudaError_t error = enter(call::stream_wait_event)) return error;
+  if (const cudaError_t error =
+          enter(call::stream_wait_event, device_of_stream(stream), device_of_event(event))) {
+    return error;
+  }
   const stream_call on(is_stream(stream) ? stream : nullptr);
   return is_stream(stream) && is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
@@ -377,13 +422,14 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int 
   return status;
 }
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
-  const cudaError_t error = enter(call::event_destroy);  // destroyed all the same
+  // Destroyed all the same.
+  const cudaError_t error = enter(call::event_destroy, device_of_event(event));
   if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
   delete reinterpret_cast<event_object*>(event);
   return error;
 }
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (const cudaError_t error = enter(call::event_record)) return error;
+  if (const cudaError_t error = enter(call::event_record, device_of_event(event))) return error;
   if (!is_event(event) || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   // As on a GPU: an event is recorded on a stream of the device it was made on.
   if (reinterpret_cast<const event_object*>(event)->device !=
@@ -394,11 +440,13 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
-  if (const cudaError_t error = enter(call::event_query)) return error;
+  if (const cudaError_t error = enter(call::event_query, device_of_event(event))) return error;
   return is_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
-  if (const cudaError_t error = enter(call::event_synchronize)) return error;
+  if (const cudaError_t error = enter(call::event_synchronize, device_of_event(event))) {
+    return error;
+  }
   if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (!reinterpret_cast<const event_object*>(event)->blocking) {
     spinning.fetch_add(1, std::memory_order_relaxed);

@@ -1,10 +1,11 @@
 #pragma once
 
 // A CUDA runtime that counts: the calls crema's CUDA code makes, implemented on the host (one
-// device, device memory from malloc, every copy done at once, every event complete), so that a
-// test linked against it instead of libcudart runs crema's real CUDA classes without a GPU and
-// asserts how many runtime calls each step costs, and that a runtime which fails (`fail_call`)
-// stops the work with an error, never a hang or a crash. counting_runtime.cpp defines the runtime.
+// device unless a test asks for more, device memory from malloc, every copy done at once, every
+// event complete), so that a test linked against it instead of libcudart runs crema's real CUDA
+// classes without a GPU and asserts how many runtime calls each step costs, and that a runtime
+// which fails (`fail_call`), on every device or one, stops the work with an error, never a hang
+// or a crash. counting_runtime.cpp defines the runtime.
 
 #include <cuda_runtime_api.h>
 
@@ -65,22 +66,31 @@ counts this_thread() noexcept;
 ///         through one thread adds one
 std::uint64_t threads_calling(call c) noexcept;
 
-/// @brief Makes the runtime fail, as a GPU's does: the call of kind `c` that comes after `after`
-/// more calls of that kind, from any thread, returns `error` and does nothing. With `sticky`, every
-/// call from then on returns `error` too (cudaGetDevice aside), as a GPU's runtime answers every
-/// call after a kernel's fault (cudaErrorIllegalAddress), until `heal`. A free or a destroy that
-/// fails still frees what it is given, so that a test's memory stays clean.
-void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky = false) noexcept;
+/// For `fail_call`: calls on any device.
+inline constexpr int any_device = -1;
+/// The most devices `set_devices` gives.
+inline constexpr int max_devices = 8;
+
+/// @brief Makes the runtime fail, as a GPU's does: the call of kind `c` on device `on` (that of
+/// the stream, event or memory it is given, else the current one) that comes after `after` more
+/// such calls, from any thread, returns `error` and does nothing. With `sticky`, every call on
+/// that device from then on returns `error` too (cudaGetDevice aside), as a GPU's runtime answers
+/// every call on a device after a kernel's fault there (cudaErrorIllegalAddress), until `heal`;
+/// the other devices' calls go on. A stream's wait for an event fails where either's device
+/// failed. A free or a destroy that fails still frees what it is given, so that a test's memory
+/// stays clean.
+void fail_call(call c, std::uint64_t after, cudaError_t error, bool sticky = false,
+               int on = any_device) noexcept;
 /// Ends the failures `fail_call` set: every call succeeds again.
 void heal() noexcept;
 /// @return the calls made to fail since the last `fail_call`
 std::uint64_t failed_calls() noexcept;
 
-/// @brief Makes the runtime have `count` devices (1 at the start), 0 current on the calling
-/// thread. Memory, streams and events belong to the device current when they are made, and the
-/// runtime refuses what a GPU's refuses across devices (an event recorded on another device's
-/// stream, and for `launchable_on`, a kernel launched on one); copies and stream waits across
-/// devices pass, as they do on a GPU.
+/// @brief Makes the runtime have `count` devices (1 at the start, at most `max_devices`), 0
+/// current on the calling thread. Memory, streams and events belong to the device current when
+/// they are made, and the runtime refuses what a GPU's refuses across devices (an event recorded
+/// on another device's stream, and for `launchable_on`, a kernel launched on one); copies and
+/// stream waits across devices pass, as they do on a GPU.
 void set_devices(int count) noexcept;
 /// @brief `set_devices(count)` for a scope: one device again when it ends, even on a failure.
 struct devices_for_scope {

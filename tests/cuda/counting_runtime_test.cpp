@@ -349,6 +349,16 @@ struct fill_on_consumer_device {
   using batch_type = ::batch_type;
   std::vector<std::shared_ptr<uploader_type>> uploaders;  // by device; empty: streams
 
+  // For consumers on devices 0 and 1, uploading through an uploader a device or with streams.
+  static fill_on_consumer_device on_two_devices(bool with_uploaders) {
+    fill_on_consumer_device fill;
+    if (with_uploaders) {
+      for (const int device : {0, 1})
+        fill.uploaders.push_back(std::make_shared<uploader_type>(device));
+    }
+    return fill;
+  }
+
   batch_type make_batch(const crema::batch_context& where) const {
     const auto device = static_cast<int>(where.consumer);
     if (uploaders.empty()) {
@@ -372,11 +382,7 @@ TEST_SUITE("cuda device_batch, two devices") {
     for (const bool uploaders : {false, true}) {
       CAPTURE(uploaders);
       const std::uint64_t refused = counting::calls_across_devices();
-      fill_on_consumer_device fill;
-      if (uploaders) {
-        for (const int device : {0, 1})
-          fill.uploaders.push_back(std::make_shared<uploader_type>(device));
-      }
+      const auto fill = fill_on_consumer_device::on_two_devices(uploaders);
       constexpr int records = 200 * static_cast<int>(batch_size);
       crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(records)),
                                            fill,
@@ -421,6 +427,52 @@ TEST_SUITE("cuda device_batch, two devices") {
       std::sort(every.begin(), every.end());
       CHECK(every == first_records(records));  // each record once, intact
       CHECK(counting::calls_across_devices() == refused);
+    }
+  }
+
+  TEST_CASE("a fault on one device stops a node's feed with an error naming that device") {
+    crema::test::watchdog guard(60s, "device batches, a device's fault");
+    const counting::devices_for_scope two_devices(2);
+    // As after a kernel's fault on device 1: a call there fails (a refill's wait for its slot's
+    // last upload, a copy, a stream's wait, a record), then every call on device 1, while device
+    // 0's go on. Producers upload with their own streams or through each device's uploader.
+    for (const call first : {call::event_synchronize, call::memcpy_async, call::stream_wait_event,
+                             call::event_record}) {
+      for (const bool uploaders : {false, true}) {
+        CAPTURE(counting::name_of(first));
+        CAPTURE(uploaders);
+        const auto fill = fill_on_consumer_device::on_two_devices(uploaders);
+        std::vector<std::string> errors;
+        std::array<int, 2> delivered{};
+        {
+          crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(4096)),
+                                               fill,
+                                               {.batch_size = batch_size,
+                                                .prefetch = prefetch,
+                                                .producers = 4,
+                                                .threads = 2,
+                                                .consumers = 2,
+                                                .mode = crema::pipeline_mode::repeat}};
+          counting::fail_call(first, 20, cudaErrorIllegalAddress, true, 1);
+          errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
+            crema::cuda_stream compute;
+            for (auto batch : range) {
+              (void)batch->device(compute);
+              batch.release_after(compute.record());
+              ++delivered[static_cast<std::size_t>(device)];
+            }
+          });
+        }
+        const std::uint64_t failed = counting::failed_calls();
+        counting::heal();
+        CHECK(failed >= 1);
+        // The pass ended for both consumers (a repeating pass ends only so), one of them with
+        // the fault, named with its device; device 0's consumer had its batches until then.
+        const std::string& ended = errors[1].empty() ? errors[0] : errors[1];
+        CHECK_MESSAGE(ended.find("on device 1: cudaErrorIllegalAddress") != std::string::npos,
+                      ended);
+        CHECK(delivered[0] > 0);
+      }
     }
   }
 

@@ -35,11 +35,13 @@ std::atomic<std::size_t> initialized_states{0};
 std::atomic<std::size_t> pooled_states{0};
 std::atomic<std::size_t> pool_refusals{0};
 std::atomic<std::size_t> pageable_inputs{0};
-// The objects alive, each with whether it stands for one on the device (all but parsed streams
-// and parameters). Those a test leaves undestroyed stay reachable here for LeakSanitizer, which
-// looks at the process's exit, after static destructors: the map is never destroyed.
+// The objects alive, each with the device it stands for one on (that current when it was made),
+// or `on_host` (parsed streams and parameters). Those a test leaves undestroyed stay reachable
+// here for LeakSanitizer, which looks at the process's exit, after static destructors: the map is
+// never destroyed.
+constexpr int on_host = -1;
 std::mutex objects_lock;
-auto& objects = *new std::unordered_map<const void*, bool>;
+auto& objects = *new std::unordered_map<const void*, int>;
 
 template <class T>
 constexpr bool on_device =
@@ -54,7 +56,7 @@ template <class T, class... Args>
 T* make(Args&&... args) {
   T* const made = new T{std::forward<Args>(args)...};
   const std::lock_guard lock(objects_lock);
-  objects.emplace(made, on_device<T>);
+  objects.emplace(made, on_device<T> ? crema::test::counting_cuda::current_device() : on_host);
   return made;
 }
 
@@ -93,10 +95,12 @@ std::size_t live_objects() noexcept {
   return objects.size();
 }
 
-std::size_t live_device_objects() noexcept {
+std::size_t live_device_objects(int device) noexcept {
   const std::lock_guard lock(objects_lock);
-  return static_cast<std::size_t>(std::count_if(objects.begin(), objects.end(),
-                                                [](const auto& object) { return object.second; }));
+  return static_cast<std::size_t>(
+      std::count_if(objects.begin(), objects.end(), [&](const auto& object) {
+        return object.second != on_host && (device == any_device || object.second == device);
+      }));
 }
 
 }  // namespace crema::test::fake_nvjpeg

@@ -46,8 +46,12 @@ decoded counts() noexcept;
 
 /// nvJPEG objects alive now (handles, states, streams, parameters, buffers, decoders).
 std::size_t live_objects() noexcept;
-/// Of those, the ones that stand for memory or work on the device: all but parsed streams and
-/// parameters. What is left undestroyed stays reachable, so that LeakSanitizer passes it over.
-std::size_t live_device_objects() noexcept;
+/// For `live_device_objects`: the objects of every device.
+inline constexpr int any_device = -1;
+
+/// Of those, the ones that stand for memory or work on `device` (the one current when they were
+/// made): all but parsed streams and parameters. What is left undestroyed stays reachable, so that
+/// LeakSanitizer passes it over.
+std::size_t live_device_objects(int device = any_device) noexcept;
 
 }  // namespace crema::test::fake_nvjpeg

@@ -823,6 +823,64 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(errors[1].find("nvjpeg_batcher: a batch of device 0 read by a stream of device 1") == 0);
   }
 
+  TEST_CASE(
+      "a fault on one device stops a node's nvjpeg_batcher; only that device's nvJPEG objects are "
+      "left undestroyed") {
+    // After a kernel's fault on device 1, every call there fails for good and the other
+    // devices' calls go on, as on a node of GPUs. The pass stops with the fault's error, named
+    // with device 1, nothing hangs, and the teardown leaves device 1's nvJPEG objects
+    // (destroying them may wait on the faulted device) while it destroys device 0's: each
+    // device's nvJPEG asks its own device.
+    fake::set({.hardware_engine = true, .engine_takes_images = true});
+    const crema::test::watchdog guard(std::chrono::seconds(60), "nvjpeg_batcher, a device's fault");
+    crema::test::scratch_directory scratch("nvjpeg-device-fault");
+    make_folder(scratch.path());
+    const counting::devices_for_scope two_devices(2);
+    // The first call to fail on device 1, the third of its kind there (after the first batch,
+    // each device's decoder has decoded): a record (a decoder's, a batch's, its consumer's), a
+    // copy (the jobs, a batch's labels), a wait (a refill's for its slot's last decoding), or a
+    // consumer stream's wait for its batch.
+    for (const counting::call first :
+         {counting::call::event_record, counting::call::memcpy_async,
+          counting::call::event_synchronize, counting::call::stream_wait_event}) {
+      CAPTURE(counting::name_of(first));
+      const std::array<std::size_t, 2> before{fake::live_device_objects(0),
+                                              fake::live_device_objects(1)};
+      std::array<std::size_t, 2> made{};  // each device's objects when its last batch came
+      std::vector<std::string> errors;
+      {
+        crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(every_kind().front(),
+                                                                  {.devices = {0, 1}});
+        crema::double_buffered_pipeline pipe{crema::image_folder_source(scratch.path()),
+                                             batcher,
+                                             {.batch_size = 2,
+                                              .producers = 2,
+                                              .threads = 2,
+                                              .consumers = 2,
+                                              .mode = crema::pipeline_mode::repeat}};
+        counting::fail_call(first, 2, cudaErrorIllegalAddress, true, 1);
+        errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
+          crema::cuda_stream compute;
+          for (auto batch : range) {
+            made[static_cast<std::size_t>(device)] = fake::live_device_objects(device);
+            (void)read_device_batch(compute)(batch);
+          }
+        });
+      }
+      const std::uint64_t failed = counting::failed_calls();
+      counting::heal();
+      CHECK(failed >= 1);
+      const std::string& ended = errors[1].empty() ? errors[0] : errors[1];
+      CHECK_MESSAGE(ended.find("on device 1: cudaErrorIllegalAddress") != std::string::npos, ended);
+      // Device 1's decoder and nvJPEG left as they were; device 0's all destroyed.
+      CHECK(made[1] > before[1]);
+      CHECK(fake::live_device_objects(1) > before[1]);
+      CHECK(made[0] > before[0]);
+      CHECK(fake::live_device_objects(0) == before[0]);
+    }
+    fake::set({});
+  }
+
   TEST_CASE("an nvjpeg_batcher of 8-bit samples delivers the CPU pipeline's, its labels float") {
     fake::set({.hardware_engine = true, .engine_takes_images = true});
     crema::test::scratch_directory scratch("nvjpeg-bytes");
