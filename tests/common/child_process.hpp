@@ -2,13 +2,17 @@
 
 // Runs part of a test in a child process: for what must not touch the test program's own state,
 // a thread limit that cannot be lifted or a GPU context that a fault leaves failing every call.
-// The child reports through a pipe and is killed by SIGALRM if it hangs, so a hang is a failure,
-// not a stalled test.
+// The child reports through a pipe and ends at its alarm if it hangs, so a hang is a failure, not
+// a stalled test; before it ends, it prints its main thread's stack to standard error, to say
+// where it hung (on a GPU machine without a debugger, the one trace there is).
 
+#include <execinfo.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -21,7 +25,7 @@ namespace crema::test {
 
 struct child_report {
   bool skipped = false;  ///< the child could not run what the test needs: `text` says why
-  bool hung = false;     ///< the child was killed by its alarm
+  bool hung = false;     ///< the child was ended by its alarm
   int exit_code = -1;
   std::string text;  ///< what the body returned (or the exception it let out)
 };
@@ -30,6 +34,41 @@ struct child_report {
 struct child_skip {
   std::string why;
 };
+
+namespace detail {
+
+// The exit code of a child ended by its alarm, the thread its alarm is for, and whether the
+// alarm was handed to that thread already.
+inline constexpr int child_hung_code = 124;
+inline pid_t child_main_thread = 0;
+inline std::atomic<bool> child_alarm_handed_on{false};
+
+// The child's SIGALRM: on its main thread, prints that thread's stack and ends the child; on any
+// other, hands the signal to the main thread and sets a second alarm, at which, if the main
+// thread never took it (blocked it, say), the thread that gets it prints its own stack and ends
+// the child. Only async-signal-safe calls (backtrace was called once before, so that it loads
+// nothing here).
+inline void print_stack_and_end(int /*signal*/) {
+  const bool main_thread = ::gettid() == child_main_thread;
+  if (!main_thread && !child_alarm_handed_on.exchange(true)) {
+    (void)::tgkill(::getpid(), child_main_thread, SIGALRM);
+    ::alarm(5);
+    return;
+  }
+  constexpr char main_header[] =
+      "child: still running at its time limit; its main thread's stack:\n";
+  constexpr char other_header[] = "child: still running at its time limit; a thread's stack:\n";
+  if (main_thread) {
+    (void)!::write(STDERR_FILENO, main_header, sizeof main_header - 1);
+  } else {
+    (void)!::write(STDERR_FILENO, other_header, sizeof other_header - 1);
+  }
+  void* frames[64];
+  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), STDERR_FILENO);
+  ::_exit(child_hung_code);
+}
+
+}  // namespace detail
 
 /// Runs `body()` (which returns a `std::string`) in a child given `limit` to finish. The child
 /// ends with `_exit`, without the parent's exit handlers: what the body made is destroyed inside
@@ -52,6 +91,12 @@ child_report run_in_child(std::chrono::seconds limit, Body body) {
   }
   if (pid == 0) {
     ::close(channel[0]);
+    detail::child_main_thread = ::gettid();
+    void* first[1];
+    (void)::backtrace(first, 1);
+    struct sigaction at_limit {};
+    at_limit.sa_handler = detail::print_stack_and_end;
+    (void)::sigaction(SIGALRM, &at_limit, nullptr);
     ::alarm(static_cast<unsigned>(limit.count()));
     std::string text;
     int code = 0;
@@ -92,6 +137,7 @@ child_report run_in_child(std::chrono::seconds limit, Body body) {
   } else if (WIFEXITED(status)) {
     report.exit_code = WEXITSTATUS(status);
     report.skipped = report.exit_code == 77;
+    report.hung = report.exit_code == detail::child_hung_code;
   }
   return report;
 }

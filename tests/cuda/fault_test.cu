@@ -162,8 +162,8 @@ TEST_SUITE("cuda faults") {
   TEST_CASE("a consumer kernel's fault stops an nvjpeg_batcher's pipeline; its decoders go back") {
     crema::test::scratch_directory scratch("nvjpeg-fault");
     crema::test::make_folder(scratch.path());
-    // Each step goes to the log as it starts: on an H100 (2026-11-27) this case hung after the
-    // fault, where the steps say.
+    // Each step goes to the log as it starts, and a child that hangs prints its main thread's
+    // stack there: on an H100 (2026-11-27) this case hung after the fault, where these say.
     (void)check_stops_on_fault([&] {
       skip_without_device();
       crema::cuda_stream compute;
