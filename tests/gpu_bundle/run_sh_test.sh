@@ -44,7 +44,10 @@ fi
 if [[ ${STUB_ALLOWED_SKIP:-} == "$name" ]]; then
   echo "crema-test-skip: a CUDA device is present; this tests the path without one"
 fi
-[[ ${STUB_FAIL:-} == "$name" ]] && failed=1
+if [[ ${STUB_FAIL:-} == "$name" ]]; then
+  failed=1
+  echo "fault_test.cu:200: ERROR: CHECK_FALSE( report.hung ) is NOT correct!"
+fi
 echo "[doctest] test cases: 5 | $((5 - failed)) passed | $failed failed | 0 skipped"
 exit "$failed"
 EOF
@@ -214,6 +217,8 @@ expect allowed_skip "the skip counted" grep -q '1 skipped' "$work/allowed_skip.o
 
 run_case failing_test 1 STUB_FAIL=crema_thrust_cpu_tests
 expect failing_test "the program named" grep -q 'FAILED: crema_thrust_cpu_tests' "$work/failing_test.out"
+expect failing_test "its log's end printed" \
+  grep -q '^run.sh:   | fault_test.cu:200: ERROR: CHECK_FALSE( report.hung )' "$work/failing_test.out"
 
 run_case racecheck_finds 1 STUB_SANITIZER_FINDS=racecheck
 expect racecheck_finds "racecheck named as failed, memcheck as ok" \

@@ -165,6 +165,9 @@ for test in "${tests[@]}"; do
   echo "run.sh: $test: ${summary:-no doctest summary} (exit $status)"
   if ((status != 0)) || [[ -z $summary ]]; then
     fail "$test (exit $status; $log)"
+    # Its log's end, here too: the output of a call whose files do not come back still says what
+    # failed (a failed check, or the stack a hung child printed).
+    tail -n 40 "$log" | sed 's/^/run.sh:   | /'
   fi
   if ((device && without_device > 0)); then
     fail "$test: $without_device test(s) skipped for want of a device although one is present"
