@@ -6,7 +6,8 @@
 // a stalled test; before it ends, it prints its main thread's stack to standard error, to say
 // where it hung (on a GPU machine without a debugger, the one trace there is).
 
-#include <execinfo.h>
+#include "common/stack_trace.hpp"
+
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -46,8 +47,7 @@ inline std::atomic<bool> child_alarm_handed_on{false};
 // The child's SIGALRM: on its main thread, prints that thread's stack and ends the child; on any
 // other, hands the signal to the main thread and sets a second alarm, at which, if the main
 // thread never took it (blocked it, say), the thread that gets it prints its own stack and ends
-// the child. Only async-signal-safe calls (backtrace was called once before, so that it loads
-// nothing here).
+// the child. Only async-signal-safe calls (`prime_stacks` ran in the child first).
 inline void print_stack_and_end(int /*signal*/) {
   const bool main_thread = ::gettid() == child_main_thread;
   if (!main_thread && !child_alarm_handed_on.exchange(true)) {
@@ -55,16 +55,11 @@ inline void print_stack_and_end(int /*signal*/) {
     ::alarm(5);
     return;
   }
-  constexpr char main_header[] =
-      "child: still running at its time limit; its main thread's stack:\n";
-  constexpr char other_header[] = "child: still running at its time limit; a thread's stack:\n";
   if (main_thread) {
-    (void)!::write(STDERR_FILENO, main_header, sizeof main_header - 1);
+    write_stack("child: still running at its time limit; its main thread's stack:\n");
   } else {
-    (void)!::write(STDERR_FILENO, other_header, sizeof other_header - 1);
+    write_stack("child: still running at its time limit; a thread's stack:\n");
   }
-  void* frames[64];
-  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), STDERR_FILENO);
   ::_exit(child_hung_code);
 }
 
@@ -92,8 +87,7 @@ child_report run_in_child(std::chrono::seconds limit, Body body) {
   if (pid == 0) {
     ::close(channel[0]);
     detail::child_main_thread = ::gettid();
-    void* first[1];
-    (void)::backtrace(first, 1);
+    prime_stacks();
     struct sigaction at_limit {};
     at_limit.sa_handler = detail::print_stack_and_end;
     (void)::sigaction(SIGALRM, &at_limit, nullptr);
