@@ -47,6 +47,10 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -289,6 +293,10 @@ void producer_calls(benchmark::State& state, const dataset* set) {
 // the slots a thread (cuda-more-slots/): whether a refill waits for its slot's last upload because
 // the slot went back to the producers too recently (the default leaves two free beside those being
 // filled, so a refill most often takes one whose upload was started a batch or two before).
+// And the default CUDA batch whose producer evicts the slot from the caches before it writes it
+// again (cuda-evict/, x86 only): whether the copy engine's reads of the lines the producer has
+// just written leave them where its next stores into them are slow, and stores into memory that
+// no cache holds cost it less, eviction included.
 struct fill_totals {
   std::atomic<std::int64_t> first_record_ns{0};
   std::atomic<std::int64_t> transform_ns{0};
@@ -367,7 +375,61 @@ class no_upload_batch : public batch_type {
   std::size_t size_ = 0;
 };
 
-enum class profiled { cuda, cuda_more_slots, cuda_bytes, host, no_upload, no_upload_beside_copies };
+#if defined(__x86_64__)
+// Writes back and evicts the lines of `bytes` from every cache (CLFLUSHOPT, or CLFLUSH where the
+// CPU lacks it), the evictions ordered before the stores that follow.
+[[gnu::target("clflushopt")]] void evict_unordered(const std::byte* line, const std::byte* end) {
+  // GCC's intrinsic takes a pointer to non-const; the instruction writes nothing.
+  for (; line < end; line += 64) _mm_clflushopt(const_cast<std::byte*>(line));
+}
+void evict_from_caches(std::span<const std::byte> bytes) {
+  static const bool optimized = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ebx & (1U << 23)) != 0;
+  }();
+  // From the start of the first line (64 bytes on x86).
+  const std::byte* const line = bytes.data() - reinterpret_cast<std::uintptr_t>(bytes.data()) % 64;
+  const std::byte* const end = bytes.data() + bytes.size();
+  if (optimized) {
+    evict_unordered(line, end);
+  } else {
+    for (const std::byte* at = line; at < end; at += 64) _mm_clflush(at);
+  }
+  _mm_sfence();
+}
+
+// A CUDA batch whose producer evicts its whole block from the caches once the slot's last upload
+// is done (its first record() waits for it), before it writes the first record.
+class evicting_batch : public batch_type {
+ public:
+  using batch_type::batch_type;
+  std::span<float> record(std::size_t i) {
+    const std::span<float> out = batch_type::record(i);
+    if (!evicted_) {
+      evict_from_caches(std::as_bytes(buffer().host()));
+      evicted_ = true;
+    }
+    return out;
+  }
+  void finish(const crema::batch_info& info) {
+    evicted_ = false;
+    batch_type::finish(info);
+  }
+
+ private:
+  bool evicted_ = false;
+};
+#endif
+
+enum class profiled {
+  cuda,
+  cuda_more_slots,
+  cuda_bytes,
+  cuda_evict,
+  host,
+  no_upload,
+  no_upload_beside_copies
+};
 
 // Raw pinned uploads of a buffer of their own, back to back on a thread of their own while it
 // lives: the link's traffic without the feed's bytes, beside a feed that uploads nothing.
@@ -451,6 +513,13 @@ void profiled_data_layer(benchmark::State& state, profiled what) {
       return profiled_feed<batch_type>(state, true, false, true);
     case profiled::cuda_bytes:
       return profiled_feed<crema::cuda::device_batch<std::uint8_t>>(state, true);
+    case profiled::cuda_evict:
+#if defined(__x86_64__)
+      return profiled_feed<evicting_batch>(state, true);
+#else
+      state.SkipWithError("cuda-evict/ evicts with x86's CLFLUSHOPT");
+      return;
+#endif
     case profiled::host:
       return profiled_feed<crema::host_batch<float>>(state, false);
     case profiled::no_upload:
@@ -471,6 +540,9 @@ BENCHMARK_CAPTURE(profiled_data_layer, cuda_more_slots, profiled::cuda_more_slot
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, cuda_bytes, profiled::cuda_bytes)
     ->Name("profile/cuda-bytes/data_layer/small")
+    ->Apply(profile_threads);
+BENCHMARK_CAPTURE(profiled_data_layer, cuda_evict, profiled::cuda_evict)
+    ->Name("profile/cuda-evict/data_layer/small")
     ->Apply(profile_threads);
 BENCHMARK_CAPTURE(profiled_data_layer, host, profiled::host)
     ->Name("profile/host/data_layer/small")
@@ -544,7 +616,7 @@ int main(int argc, char** argv) {
       [](const crema::bench::ratio_reporter& reporter) {
         fmt::print("\nwhere the small feed's producers spend a batch (profile/)\n");
         for (const long threads : {4L, 16L}) {
-          for (const char* feed : {"host", "cuda", "cuda-more-slots", "cuda-bytes",
+          for (const char* feed : {"host", "cuda", "cuda-more-slots", "cuda-bytes", "cuda-evict",
                                    "cuda-no-upload", "cuda-no-upload-beside-copies"}) {
             const auto of =
                 fmt::format("profile/{}/data_layer/small/threads:{}/real_time", feed, threads);
