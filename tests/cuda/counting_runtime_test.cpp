@@ -373,6 +373,16 @@ struct fill_on_consumer_device {
   }
 };
 
+// A feed of two consumers, a device each, from 4 producers on 2 threads.
+crema::pipeline_options on_two_consumers(crema::pipeline_mode mode) {
+  return {.batch_size = batch_size,
+          .prefetch = prefetch,
+          .producers = 4,
+          .threads = 2,
+          .consumers = 2,
+          .mode = mode};
+}
+
 TEST_SUITE("cuda device_batch, two devices") {
   TEST_CASE(
       "consumers on two devices get their batches in their own device's memory, and no call "
@@ -384,14 +394,8 @@ TEST_SUITE("cuda device_batch, two devices") {
       const std::uint64_t refused = counting::calls_across_devices();
       const auto fill = fill_on_consumer_device::on_two_devices(uploaders);
       constexpr int records = 200 * static_cast<int>(batch_size);
-      crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(records)),
-                                           fill,
-                                           {.batch_size = batch_size,
-                                            .prefetch = prefetch,
-                                            .producers = 4,
-                                            .threads = 2,
-                                            .consumers = 2,
-                                            .mode = crema::pipeline_mode::single_pass}};
+      crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(records)), fill,
+                                           on_two_consumers(crema::pipeline_mode::single_pass)};
       // What each consumer got, on a thread of its own with its device current, as a training
       // engine runs a solver a device.
       struct consumed {
@@ -445,14 +449,8 @@ TEST_SUITE("cuda device_batch, two devices") {
         std::vector<std::string> errors;
         std::array<int, 2> delivered{};
         {
-          crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(4096)),
-                                               fill,
-                                               {.batch_size = batch_size,
-                                                .prefetch = prefetch,
-                                                .producers = 4,
-                                                .threads = 2,
-                                                .consumers = 2,
-                                                .mode = crema::pipeline_mode::repeat}};
+          crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(4096)), fill,
+                                               on_two_consumers(crema::pipeline_mode::repeat)};
           counting::fail_call(first, 20, cudaErrorIllegalAddress, true, 1);
           errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
             crema::cuda_stream compute;
