@@ -7,6 +7,7 @@
 // a GPU refuses for mixing devices. And what a feed must do when the runtime fails: stop with an
 // error that names the call, never deliver a batch whose copy failed, never hang or crash.
 
+#include <crema/core/cuda/device.hpp>
 #include <crema/memory/cuda/cuda_device_resource.hpp>
 #include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
@@ -496,6 +497,25 @@ TEST_SUITE("cuda device_batch, two devices") {
           }
         });
     CHECK(errors[1].find("device_batch: a batch of device 0 read by a stream of device 1") == 0);
+  }
+}
+
+TEST_SUITE("scoped_device, counted") {
+  TEST_CASE("a device that cannot be made current is the one its error names") {
+    const counting::devices_for_scope two_devices(2);
+    // As after a kernel's fault on device 1: making it current fails, from device 0.
+    counting::fail_call(call::set_device, 0, cudaErrorIllegalAddress, true, 1);
+    CHECK_THROWS_WITH_AS(
+        crema::cuda::scoped_device(1),
+        doctest::Contains("cudaSetDevice(device) failed on device 1: cudaErrorIllegalAddress"),
+        crema::cuda_error);
+    counting::heal();
+    CHECK(crema::cuda::current_device() == 0);
+    {
+      const crema::cuda::scoped_device on(1);
+      CHECK(crema::cuda::current_device() == 1);
+    }
+    CHECK(crema::cuda::current_device() == 0);
   }
 }
 

@@ -31,10 +31,11 @@ namespace crema::cuda {
 /// restores the device that was current before. Not movable.
 class scoped_device {
  public:
-  /// @throws crema::cuda_error if `device` cannot be made current
+  /// @throws crema::cuda_error if `device` cannot be made current, naming `device` (after a
+  /// fault there), not the one left current
   explicit scoped_device(int device) : previous_(current_device()) {
     if (device != previous_) {
-      CREMA_CUDA_TRY(cudaSetDevice(device));
+      CREMA_CUDA_TRY_ON(device, cudaSetDevice(device));
       switched_ = true;
     }
   }
