@@ -836,10 +836,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     crema::test::scratch_directory scratch("nvjpeg-device-fault");
     make_folder(scratch.path());
     const counting::devices_for_scope two_devices(2);
-    // The first call to fail on device 1, the third of its kind there (after the first batch,
-    // each device's decoder has decoded): a record (a decoder's, a batch's, its consumer's), a
-    // copy (the jobs, a batch's labels), a wait (a refill's for its slot's last decoding), or a
-    // consumer stream's wait for its batch.
+    // The first call to fail on device 1, the third of its kind there once both consumers have a
+    // batch (so that each device's decoder has decoded, whichever device is the faster): a record
+    // (a decoder's, a batch's, its consumer's), a copy (the jobs, a batch's labels), a wait (a
+    // refill's for its slot's last decoding), or a consumer stream's wait for its batch.
     for (const counting::call first :
          {counting::call::event_record, counting::call::memcpy_async,
           counting::call::event_synchronize, counting::call::stream_wait_event}) {
@@ -848,6 +848,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
                                               fake::live_device_objects(1)};
       std::array<std::size_t, 2> made{};  // each device's objects when its last batch came
       std::vector<std::string> errors;
+      std::atomic<int> started{0};  // consumers that have had a batch
       {
         crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(every_kind().front(),
                                                                   {.devices = {0, 1}});
@@ -858,12 +859,15 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
                                               .threads = 2,
                                               .consumers = 2,
                                               .mode = crema::pipeline_mode::repeat}};
-        counting::fail_call(first, 2, cudaErrorIllegalAddress, true, 1);
         errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
           crema::cuda_stream compute;
+          bool first_batch = true;
           for (auto batch : range) {
             made[static_cast<std::size_t>(device)] = fake::live_device_objects(device);
             (void)read_device_batch(compute)(batch);
+            if (std::exchange(first_batch, false) && started.fetch_add(1) == 1) {
+              counting::fail_call(first, 2, cudaErrorIllegalAddress, true, 1);
+            }
           }
         });
       }
