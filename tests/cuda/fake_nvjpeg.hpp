@@ -25,6 +25,16 @@ struct behaviour {
 /// Sets the behaviour (for the handles created after; `hybrid_fails` at once).
 void set(const behaviour& how) noexcept;
 
+/// Sets a behaviour for a test and the defaults again when the test ends, also when a failed
+/// REQUIRE throws out of it: every test starts on the default fake GPU.
+class scoped_behaviour {
+ public:
+  explicit scoped_behaviour(const behaviour& how = {}) noexcept { set(how); }
+  scoped_behaviour(const scoped_behaviour&) = delete;
+  scoped_behaviour& operator=(const scoped_behaviour&) = delete;
+  ~scoped_behaviour() { set({}); }
+};
+
 /// Images decoded so far, by path, and streams parsed.
 struct decoded {
   std::size_t batched = 0;  ///< by nvjpegDecodeBatchedEx

@@ -13,7 +13,6 @@
 #if defined(CREMA_FAULT_TEST_NVJPEG)
 #include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
 
-#include "common/scratch_directory.hpp"
 #include "nvjpeg_test_data.hpp"
 #endif
 
@@ -160,8 +159,7 @@ TEST_SUITE("cuda faults") {
 
 #if defined(CREMA_FAULT_TEST_NVJPEG)
   TEST_CASE("a consumer kernel's fault stops an nvjpeg_batcher's pipeline; its decoders go back") {
-    crema::test::scratch_directory scratch("nvjpeg-fault");
-    crema::test::make_folder(scratch.path());
+    const crema::test::image_folder folder("nvjpeg-fault");
     // Each step goes to the log as it starts, and a child that hangs prints its main thread's
     // stack there: on an H100 (2026-11-27) this case hung after the fault, where these say.
     (void)check_stops_on_fault([&] {
@@ -178,7 +176,7 @@ TEST_SUITE("cuda faults") {
       std::string ended;
       try {
         crema::double_buffered_pipeline pipe{
-            crema::image_folder_source(scratch.path()),
+            crema::image_folder_source(folder.path()),
             *batcher,
             {.batch_size = 4, .producers = 4, .threads = 4, .mode = crema::pipeline_mode::repeat}};
         try {

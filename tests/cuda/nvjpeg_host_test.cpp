@@ -16,7 +16,6 @@
 #include <crema/pipeline/host_batch.hpp>
 
 #include "common/pipeline_failure.hpp"
-#include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
 #include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
@@ -53,7 +52,7 @@ namespace {
 using crema::test::batch_input;
 using crema::test::batches;
 using crema::test::epoch;
-using crema::test::make_folder;
+using crema::test::image_folder;
 using crema::test::photographs;
 using crema::test::read_bytes;
 using crema::test::test_data;
@@ -187,7 +186,6 @@ std::vector<crema::image_transform_options> every_kind() {
 
 TEST_SUITE("nvjpeg batch decoder on the host") {
   TEST_CASE("on the hardware engine, every sample is the CPU path's, the PNG through the CPU") {
-    fake::set({});
     for (const auto& options : every_kind()) {
       decoder gpu(options);
       CHECK(gpu.hardware());
@@ -215,7 +213,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
 
   TEST_CASE(
       "where nvJPEG refuses to pool the engine's buffers, batches decode without, once asked") {
-    fake::set({.pool_refused = true});
+    const fake::scoped_behaviour fake_gpu({.pool_refused = true});
     const auto options = every_kind().front();
     decoder gpu(options);
     const auto before = fake::counts();
@@ -226,12 +224,12 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     }
     CHECK(fake::counts().pool_refusals - before.pool_refusals == 1);
     CHECK(fake::counts().pooled == before.pooled);
-    fake::set({});
   }
 
   TEST_CASE("without a hardware engine, the GPU-assisted decoder gives the same samples") {
     for (const bool engine : {false, true}) {
-      fake::set({.hardware_engine = engine, .engine_takes_images = false});
+      const fake::scoped_behaviour fake_gpu(
+          {.hardware_engine = engine, .engine_takes_images = false});
       for (const auto& options : every_kind()) {
         decoder gpu(options);
         const batch_input in = photographs(2);
@@ -248,11 +246,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
         check_samples(options, in, decode<std::uint8_t>(gpu, in));  // the buffers reused
       }
     }
-    fake::set({});
   }
 
   TEST_CASE("images above gpu_huffman_above_pixels have their Huffman decoding on the GPU") {
-    fake::set({.hardware_engine = false});
+    const fake::scoped_behaviour fake_gpu({.hardware_engine = false});
     const auto options = every_kind().front();
     batch_input in = photographs(2);
     in.add(crema::test::progressive_coffee(), "coffee-progressive.jpg", 11);
@@ -296,11 +293,9 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(all_gpu.last_batch().hybrid == 5);
     CHECK(fake::counts().gpu_huffman - before.gpu_huffman == 4);
     CHECK(fake::counts().host_huffman - before.host_huffman == 1);
-    fake::set({});
   }
 
   TEST_CASE("a hardware share leaves the engine's last images to the GPU-assisted decoder") {
-    fake::set({});
     const auto options = every_kind().front();
     const batch_input in = photographs(3);  // 6 JPEGs and a PNG
     // The share, and the JPEGs the engine keeps of the 6.
@@ -327,7 +322,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a batch the engine fails is decoded image by image, with the same samples") {
-    fake::set({.batch_fails = true});
+    const fake::scoped_behaviour fake_gpu({.batch_fails = true});
     const auto options = every_kind().front();
     decoder gpu(options);
     const batch_input in = photographs(2);
@@ -338,12 +333,11 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     check_samples(options, in, decode<float>(gpu, in));
     CHECK(gpu.last_batch().hybrid == 4);
     CHECK(fake::counts().initialized - before.initialized == 2);
-    fake::set({});
   }
 
   TEST_CASE("a corrupt JPEG is a format_error naming it, and the next batch decodes") {
     for (const bool engine : {true, false}) {
-      fake::set({.hardware_engine = engine});
+      const fake::scoped_behaviour fake_gpu({.hardware_engine = engine});
       const auto options = every_kind().front();
       decoder gpu(options);
       batch_input in = photographs(2);
@@ -359,11 +353,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       batch_input good = photographs(2);
       check_samples(options, good, decode<float>(gpu, good));
     }
-    fake::set({});
   }
 
   TEST_CASE("a JPEG the GPU-assisted decoder fails is a format_error naming it, from the plan") {
-    fake::set({.hardware_engine = false, .hybrid_fails = true});
+    const fake::scoped_behaviour fake_gpu({.hardware_engine = false, .hybrid_fails = true});
     const auto options = every_kind().front();
     decoder gpu(options);
     const batch_input in = photographs(1);
@@ -381,7 +374,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     plan.make(in.images);
     plan.decode_hybrid(in.images);
     CHECK(plan.size() == in.images.size());
-    fake::set({});
   }
 
   TEST_CASE("a JPEG that never reaches its end goes to the CPU path; bytes after the end do not") {
@@ -414,7 +406,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK_FALSE(jpeg_reaches_end({}));
 
     // Decoded: the one cut short by the CPU path, which (asked to) accepts libjpeg's warning.
-    fake::set({});
     auto options = every_kind().front();
     options.decode.accept_warnings = true;
     batch_input in = photographs(1);  // astronaut-0.jpg, coffee-0.jpg, coffee.png
@@ -429,7 +420,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("bytes that are no image are a format_error naming them, before anything is queued") {
-    fake::set({});
     decoder gpu(every_kind().front());
     batch_input in = photographs(1);
     in.add(std::vector<std::byte>(100, std::byte{7}), "notes.txt", 11);
@@ -440,7 +430,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a batch costs one copy of its jobs, one per CPU-path sample and one event record") {
-    fake::set({});
     decoder gpu(every_kind().front());
     const batch_input in = photographs(3);
     (void)decode<float>(gpu, in);  // the buffers grow
@@ -457,7 +446,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("the decoder waits for its last batch asleep, not spinning on a core") {
-    fake::set({});
     decoder gpu(every_kind().front());
     const batch_input in = photographs(2);
     const auto before = counting::this_thread();
@@ -469,7 +457,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a decoder destroyed after a fault does not wait for its last batch") {
-    fake::set({});
     const batch_input in = photographs(2);
     // The calls destroying a decoder whose last batch is queued makes, with the runtime failing
     // every call from the first query on (as after a kernel's fault) or not.
@@ -494,7 +481,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a plan made apart, with another nvJPEG, decodes as the decoder's own plan") {
-    fake::set({});
+    const fake::scoped_behaviour fake_gpu;  // a subcase makes a decoder without the engine
     const auto options = every_kind().front();
     using images_span = std::span<const crema::cuda::encoded_image>;
     decoder gpu(options);
@@ -643,7 +630,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("every nvJPEG object the decoder and a plan make is destroyed with them") {
-    fake::set({.hardware_engine = true, .engine_takes_images = false});
+    const fake::scoped_behaviour fake_gpu({.hardware_engine = true, .engine_takes_images = false});
     const std::size_t before = fake::live_objects();
     {
       decoder gpu(every_kind().front());
@@ -656,7 +643,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(fake::live_objects() > before);
     }
     CHECK(fake::live_objects() == before);
-    fake::set({});
   }
 
   TEST_CASE("after a fault for good, the nvJPEG objects on the device are left undestroyed") {
@@ -664,7 +650,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     // teardown then hung. A decoder, its nvJPEG and a plan decoding ahead, destroyed with the
     // runtime failing from their first query on (`sticky`), with that query alone failing, or
     // with none failing: the objects on the device they leave, and the waits they make.
-    fake::set({.hardware_engine = true, .engine_takes_images = false});
+    const fake::scoped_behaviour fake_gpu({.hardware_engine = true, .engine_takes_images = false});
     const std::size_t before = fake::live_device_objects();
     struct ended {
       std::size_t made = 0;  // objects on the device, alive before the destruction
@@ -701,7 +687,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(faulted.made >= 6);
     CHECK(faulted.left == faulted.made);
     CHECK(faulted.waits == 0);
-    fake::set({});
   }
 
   TEST_CASE("colour jitter is refused: it is not done on the GPU") {
@@ -714,18 +699,16 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a folder pipeline of GPU-decoded batches delivers the CPU pipeline's batches") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
-    crema::test::scratch_directory scratch("nvjpeg-folder");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-folder");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);
+    const batches expected = cpu_epoch(folder.path(), options);
     REQUIRE(expected.size() == 4);  // 16 images in batches of 4
     for (const std::size_t producers : {1, 3}) {
       CAPTURE(producers);
       crema::cuda_stream compute;  // the consumer's
       std::uint64_t consumer_waits = 0;
       const batches got = epoch(
-          scratch.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), producers,
+          folder.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), producers,
           [&](auto& batch) {
             const auto before = counting::this_thread();
             auto result = read_device_batch(compute)(batch);
@@ -739,7 +722,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     // a vector's, the images are pageable.
     const auto pageable = fake::counts().pageable_inputs;
     crema::cuda_stream compute;
-    (void)epoch(scratch.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), 2,
+    (void)epoch(folder.path(), crema::cuda::basic_nvjpeg_batcher<float, decoder>(options), 2,
                 read_device_batch(compute));
     CHECK(fake::counts().batched > 0);
     CHECK(fake::counts().pageable_inputs == pageable);
@@ -751,12 +734,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   TEST_CASE(
       "an nvjpeg_batcher feeds consumers on two devices, each batch decoded on its consumer's "
       "device, and no call mixes devices") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
     const crema::test::watchdog guard(std::chrono::seconds(60), "nvjpeg_batcher on two devices");
-    crema::test::scratch_directory scratch("nvjpeg-two-devices");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-two-devices");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);
+    const batches expected = cpu_epoch(folder.path(), options);
     REQUIRE(expected.size() == 4);  // dealt in turn: 0 and 2 to consumer 0, 1 and 3 to 1
     const counting::devices_for_scope two_devices(2);
     const std::uint64_t refused = counting::calls_across_devices();
@@ -770,7 +751,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     std::vector<std::string> errors;
     crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options, {.devices = {0, 1}});
     {
-      crema::image_folder_source source(scratch.path());
+      crema::image_folder_source source(folder.path());
       source.shuffle(5);
       crema::double_buffered_pipeline pipe{std::move(source),
                                            batcher,
@@ -805,7 +786,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     // 1 is told so before its kernels would read device 0's memory.
     {
       crema::double_buffered_pipeline pipe{
-          crema::image_folder_source(scratch.path()),
+          crema::image_folder_source(folder.path()),
           crema::cuda::basic_nvjpeg_batcher<float, decoder>(options),
           {.batch_size = 4,
            .producers = 2,
@@ -831,10 +812,8 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     // with device 1, nothing hangs, and the teardown leaves device 1's nvJPEG objects
     // (destroying them may wait on the faulted device) while it destroys device 0's: each
     // device's nvJPEG asks its own device.
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
     const crema::test::watchdog guard(std::chrono::seconds(60), "nvjpeg_batcher, a device's fault");
-    crema::test::scratch_directory scratch("nvjpeg-device-fault");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-device-fault");
     const counting::devices_for_scope two_devices(2);
     // The first call to fail on device 1, the third of its kind there once both consumers have a
     // batch (so that each device's decoder has decoded, whichever device is the faster): a record
@@ -852,7 +831,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       {
         crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(every_kind().front(),
                                                                   {.devices = {0, 1}});
-        crema::double_buffered_pipeline pipe{crema::image_folder_source(scratch.path()),
+        crema::double_buffered_pipeline pipe{crema::image_folder_source(folder.path()),
                                              batcher,
                                              {.batch_size = 2,
                                               .producers = 2,
@@ -882,54 +861,47 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(made[0] > before[0]);
       CHECK(fake::live_device_objects(0) == before[0]);
     }
-    fake::set({});
   }
 
   TEST_CASE("an nvjpeg_batcher of 8-bit samples delivers the CPU pipeline's, its labels float") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
-    crema::test::scratch_directory scratch("nvjpeg-bytes");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-bytes");
     crema::image_transform_options options = every_kind().front();
     options.decode.dct_scaling = false;  // as the GPU decodes: at full size
     const std::size_t sample = crema::image_transform(options).shape().elements();
-    const batches expected = epoch(scratch.path(),
+    const batches expected = epoch(folder.path(),
                                    crema::image_batcher(crema::image_transform(options),
                                                         crema::make_host_batch<std::uint8_t>{}),
                                    1, crema::test::read_host_batch(sample));
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<std::uint8_t, decoder>;
     static_assert(std::is_same_v<batcher_type::batch::label_type, float>);
     crema::cuda_stream compute;
-    const batches got = epoch(scratch.path(), batcher_type(options), 2, read_device_batch(compute));
+    const batches got = epoch(folder.path(), batcher_type(options), 2, read_device_batch(compute));
     CHECK(got == expected);
   }
 
   TEST_CASE("an nvjpeg_batcher with a hardware share delivers the CPU pipeline's batches") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-hardware-share");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-hardware-share");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    const batches expected = cpu_epoch(folder.path(), options);  // 4 batches of 4
     const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(
         options, {.decoding = {.hardware_share = 0.5}});
     crema::cuda_stream compute;
-    CHECK(epoch(scratch.path(), batcher, 2, read_device_batch(compute)) == expected);
+    CHECK(epoch(folder.path(), batcher, 2, read_device_batch(compute)) == expected);
     // Half of each batch's JPEGs past the engine, the engine keeping 2 of the 3 beside the PNG:
     // 7 of the 15.
     CHECK(batcher.decoded_ahead() == 7);
   }
 
   TEST_CASE("an nvjpeg_batcher's producers share at most its number of decoders a device") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
-    crema::test::scratch_directory scratch("nvjpeg-shared-decoders");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-shared-decoders");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);
+    const batches expected = cpu_epoch(folder.path(), options);
     for (const std::size_t limit : {1, 2}) {
       CAPTURE(limit);
       // The copy the pipeline takes shares this one's decoders.
       const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options, {.decoders = limit});
       crema::cuda_stream compute;
-      const batches got = epoch(scratch.path(), batcher, 4, read_device_batch(compute));
+      const batches got = epoch(folder.path(), batcher, 4, read_device_batch(compute));
       CHECK(got == expected);
       CHECK(batcher.decoders_made(0) >= 1);
       CHECK(batcher.decoders_made(0) <= limit);
@@ -937,18 +909,16 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("producers decode on the CPU while every decoder is lent, and the batches stay") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
-    crema::test::scratch_directory scratch("nvjpeg-host-share");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-host-share");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    const batches expected = cpu_epoch(folder.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
 
     SUBCASE("all of every batch, while the test holds the only decoder") {
       const batcher_type batcher(options, {.decoders = 1, .max_host_share = 1.0});
       const auto held = batcher.decoders().borrow(0);
       crema::cuda_stream compute;
-      const batches got = epoch(scratch.path(), batcher, 2, read_device_batch(compute));
+      const batches got = epoch(folder.path(), batcher, 2, read_device_batch(compute));
       CHECK(got == expected);
       // The folder's PNG decoded with the plan, the rest by the share.
       CHECK(batcher.refused() == 1);
@@ -964,19 +934,19 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
         held.reset();
       });
       crema::cuda_stream compute;
-      const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+      const batches got = epoch(folder.path(), batcher, 1, read_device_batch(compute));
       give_back.join();
       CHECK(got == expected);
       CHECK(batcher.host_decoded() >= 2);
       CHECK(batcher.host_decoded() <= 8);  // half of each batch at most
     }
     SUBCASE("never an image the producer decoded ahead: none without an engine") {
-      fake::set({.hardware_engine = false});
+      const fake::scoped_behaviour fake_gpu({.hardware_engine = false});
       const batcher_type batcher(options, {.decoders = 1, .max_host_share = 1.0});
       // While the test holds the only decoder, the first batch's producer decodes its JPEGs ahead
       // (3 or 4: the folder holds one PNG), then waits for the decoder to copy their windows.
       const auto [got, decoded_while_held] =
-          epoch_while_held(scratch.path(), batcher, [&] { return batcher.decoded_ahead() >= 3; });
+          epoch_while_held(folder.path(), batcher, [&] { return batcher.decoded_ahead() >= 3; });
       CHECK(decoded_while_held);
       CHECK(got == expected);
       CHECK(batcher.decoded_ahead() == 15);
@@ -986,7 +956,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       const batcher_type batcher(
           options, {.decoders = 1, .max_host_share = 1.0, .decoding = {.hardware_share = 0.5}});
       const auto [got, shared_while_held] =
-          epoch_while_held(scratch.path(), batcher, [&] { return batcher.host_decoded() >= 1; });
+          epoch_while_held(folder.path(), batcher, [&] { return batcher.host_decoded() >= 1; });
       CHECK(shared_while_held);
       CHECK(got == expected);
       CHECK(batcher.decoded_ahead() == 7);  // as without the share: by place in the batch
@@ -1001,7 +971,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
         held.reset();
       });
       crema::cuda_stream compute;
-      const batches got = epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+      const batches got = epoch(folder.path(), batcher, 1, read_device_batch(compute));
       give_back.join();
       CHECK(got == expected);
       CHECK(batcher.host_decoded() == 0);
@@ -1010,18 +980,16 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a producer parses its batch before it borrows a decoder, not in the decoder's turn") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
-    crema::test::scratch_directory scratch("nvjpeg-plan-first");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-plan-first");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    const batches expected = cpu_epoch(folder.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     const batcher_type batcher(options, {.decoders = 1});
     const std::size_t parsed_before = fake::counts().parsed;
     // While the test holds the only decoder, the first batch's producer parses its JPEGs (3 or 4:
     // the folder holds one PNG), then waits for the decoder.
     const auto [got, parsed_while_held] = epoch_while_held(
-        scratch.path(), batcher, [&] { return fake::counts().parsed - parsed_before >= 3; });
+        folder.path(), batcher, [&] { return fake::counts().parsed - parsed_before >= 3; });
     CHECK(parsed_while_held);
     CHECK(got == expected);
     // The producers' times: every batch's planning and queueing, and the first one's wait for
@@ -1034,22 +1002,20 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a producer decodes what nvJPEG does not take before it borrows a decoder") {
-    fake::set({.hardware_engine = true, .engine_takes_images = true});
-    crema::test::scratch_directory scratch("nvjpeg-refused-first");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-refused-first");
     // Every image of two classes a PNG: the first batch holds some whatever the order.
     const std::vector<std::byte> png = crema::test::coffee_png();
     for (const char* name : {"class0/0.jpg", "class0/2.jpg", "class0/4.jpg", "class1/1.jpg",
                              "class1/3.jpg", "class2/0.jpg", "class2/2.jpg", "class2/4.jpg"}) {
-      crema::test::write_bytes(scratch.path() / name, png);
+      crema::test::write_bytes(folder.path() / name, png);
     }
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    const batches expected = cpu_epoch(folder.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     const batcher_type batcher(options, {.decoders = 1});
     // While the test holds the only decoder, the first batch's producer decodes its PNGs.
     const auto [got, decoded_while_held] =
-        epoch_while_held(scratch.path(), batcher, [&] { return batcher.refused() > 0; });
+        epoch_while_held(folder.path(), batcher, [&] { return batcher.refused() > 0; });
     CHECK(decoded_while_held);
     CHECK(got == expected);
     CHECK(batcher.refused() == 9);  // the eight written and the folder's own
@@ -1057,34 +1023,31 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("batches of images nvJPEG does not take borrow no decoder, and none is made") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-no-decoder");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-no-decoder");
     const std::vector<std::byte> png = crema::test::coffee_png();
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(scratch.path())) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(folder.path())) {
       if (entry.path().extension() == ".jpg") crema::test::write_bytes(entry.path(), png);
     }
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);
+    const batches expected = cpu_epoch(folder.path(), options);
     const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options);
     crema::cuda_stream compute;
-    CHECK(epoch(scratch.path(), batcher, 2, read_device_batch(compute)) == expected);
+    CHECK(epoch(folder.path(), batcher, 2, read_device_batch(compute)) == expected);
     CHECK(batcher.refused() == 16);
     CHECK(batcher.decoders_made(0) == 0);
   }
 
   TEST_CASE("a producer does the GPU-assisted decoder's host phase before it borrows a decoder") {
-    fake::set({.hardware_engine = false});
-    crema::test::scratch_directory scratch("nvjpeg-ahead-first");
-    make_folder(scratch.path());
+    const fake::scoped_behaviour fake_gpu({.hardware_engine = false});
+    const image_folder folder("nvjpeg-ahead-first");
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);  // 4 batches of 4
+    const batches expected = cpu_epoch(folder.path(), options);  // 4 batches of 4
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     const batcher_type batcher(options, {.decoders = 1});
     const auto before = fake::counts();
     // While the test holds the only decoder, the first batch's producer decodes its JPEGs (3 or 4:
     // the folder holds one PNG) through the GPU-assisted decoder's phases.
-    const auto [got, decoded_while_held] = epoch_while_held(scratch.path(), batcher, [&] {
+    const auto [got, decoded_while_held] = epoch_while_held(folder.path(), batcher, [&] {
       const auto now = fake::counts();
       return now.host_huffman - before.host_huffman >= 3 && now.hybrid - before.hybrid >= 3;
     });
@@ -1092,25 +1055,23 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(got == expected);
     CHECK(batcher.decoded_ahead() == 15);
     CHECK(batcher.refused() == 1);
-    fake::set({});
   }
 
   TEST_CASE("an nvjpeg_batcher's producers decode the JPEGs the engine refuses themselves") {
-    crema::test::scratch_directory scratch("nvjpeg-progressive");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-progressive");
     const std::vector<std::byte> progressive = crema::test::progressive_coffee();
     for (const char* name : {"class0/1.jpg", "class1/2.jpg", "class2/3.jpg", "class2/4.jpg"}) {
-      crema::test::write_bytes(scratch.path() / name, progressive);
+      crema::test::write_bytes(folder.path() / name, progressive);
     }
     const crema::image_transform_options options = every_kind().front();
-    const batches expected = cpu_epoch(scratch.path(), options);
+    const batches expected = cpu_epoch(folder.path(), options);
     for (const bool engine : {true, false}) {
       CAPTURE(engine);
-      fake::set({.hardware_engine = engine});
+      const fake::scoped_behaviour fake_gpu({.hardware_engine = engine});
       const auto hybrid_before = fake::counts().hybrid;
       const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options);
       crema::cuda_stream compute;
-      const batches got = epoch(scratch.path(), batcher, 2, read_device_batch(compute));
+      const batches got = epoch(folder.path(), batcher, 2, read_device_batch(compute));
       CHECK(got == expected);
       // The PNG on the CPU path; with the engine, the four progressive ones through the
       // GPU-assisted decoder, by the producers; without, all fifteen JPEGs.
@@ -1118,15 +1079,12 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       CHECK(batcher.decoded_ahead() == (engine ? 4 : 15));
       CHECK(fake::counts().hybrid - hybrid_before == (engine ? 4 : 15));
     }
-    fake::set({});
   }
 
   TEST_CASE("a producer refilling a slot waits for its last decoding asleep, not spinning") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-refill-wait");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-refill-wait");
     crema::double_buffered_pipeline pipe{
-        crema::image_folder_source(scratch.path()),
+        crema::image_folder_source(folder.path()),
         crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
         {.batch_size = 2, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
     crema::cuda_stream compute;
@@ -1153,7 +1111,6 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("a decoder pool lends each decoder to one borrower and waits while all are lent") {
-    fake::set({});
     using pool = crema::cuda::basic_nvjpeg_batcher<float, decoder>::decoder_pool;
     pool decoders(every_kind().front(), {}, 2);
     std::optional<pool::loan> first(decoders.borrow(0));
@@ -1196,9 +1153,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
 
   TEST_CASE(
       "a failing runtime stops an nvjpeg_batcher's pipeline, and its decoders are given back") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-runtime-fault");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-runtime-fault");
     // A pass of 4 producers and one decoder whose call `c` fails after `after` more (and every
     // call after it, if `sticky`, as after a kernel's fault) must end with an error naming the
     // failure, and give the decoder back.
@@ -1215,7 +1170,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
         crema::cuda_stream compute;
         counting::fail_call(c, after, error, sticky);
         try {
-          (void)epoch(scratch.path(), batcher, 4, read_device_batch(compute));
+          (void)epoch(folder.path(), batcher, 4, read_device_batch(compute));
         } catch (const std::exception& e) {
           message = crema::test::what_with_cause(e);
         }
@@ -1242,16 +1197,14 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("memory refused to an nvjpeg_batcher is an allocation_error naming the bytes") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-memory-refused");
-    make_folder(scratch.path());
+    const image_folder folder("nvjpeg-memory-refused");
     using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder>;
     // One pass of one producer (its batches' memory, the decoder's buffers, the staging of the
     // PNG the CPU path decodes), counted; then one for each of its allocations, refused.
     const crema::cuda::nvjpeg_batcher_options options{.decoders = 1};
     crema::cuda_stream compute;
     const auto before = counting::all_threads();
-    (void)epoch(scratch.path(), batcher_type(every_kind().front(), options), 1,
+    (void)epoch(folder.path(), batcher_type(every_kind().front(), options), 1,
                 read_device_batch(compute));
     const std::uint64_t allocations = (counting::all_threads() - before)[counting::call::allocate];
     REQUIRE(allocations >= 4);  // a batch's device block and pinned labels, at the least
@@ -1263,7 +1216,7 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       // Refused as the pipeline makes its slots, or by a batch's finishing step.
       std::string cause = "(no allocation_error)";
       try {
-        (void)epoch(scratch.path(), batcher, 1, read_device_batch(compute));
+        (void)epoch(folder.path(), batcher, 1, read_device_batch(compute));
       } catch (const crema::allocation_error& e) {
         cause = e.what();
       } catch (const crema::pipeline_error&) {
@@ -1278,11 +1231,9 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("an nvjpeg_batcher stops its pipeline with an error naming a corrupt image") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-corrupt");
-    make_folder(scratch.path());
-    std::filesystem::resize_file(scratch.path() / "class2/3.jpg", 4000);
-    crema::image_folder_source source(scratch.path());
+    const image_folder folder("nvjpeg-corrupt");
+    std::filesystem::resize_file(folder.path() / "class2/3.jpg", 4000);
+    crema::image_folder_source source(folder.path());
     crema::double_buffered_pipeline pipe{
         std::move(source),
         crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
@@ -1292,12 +1243,10 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE("an nvjpeg_batcher stops its pipeline naming an image whose label floats cannot hold") {
-    fake::set({});
-    crema::test::scratch_directory scratch("nvjpeg-label");
-    make_folder(scratch.path());
-    std::ofstream(scratch.path() / "list.txt") << "class0/0.jpg 3\nclass1/1.jpg 16777217\n";
+    const image_folder folder("nvjpeg-label");
+    std::ofstream(folder.path() / "list.txt") << "class0/0.jpg 3\nclass1/1.jpg 16777217\n";
     crema::double_buffered_pipeline pipe{
-        crema::image_list_source(scratch.path() / "list.txt", scratch.path()),
+        crema::image_list_source(folder.path() / "list.txt", folder.path()),
         crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
         {.batch_size = 2, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
     const std::string cause = cause_of_failed_pass(pipe);

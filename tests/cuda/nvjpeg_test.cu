@@ -17,7 +17,6 @@
 #include <crema/pipeline/host_batch.hpp>
 
 #include "common/cuda_skip.hpp"
-#include "common/scratch_directory.hpp"
 #include "nvjpeg_test_data.hpp"
 
 #include <doctest/doctest.h>
@@ -261,13 +260,12 @@ TEST_CASE(
     "a folder pipeline of nvjpeg_batcher batches delivers the CPU pipeline's, within the "
     "bound") {
   if (crema::test::skip_without_cuda_device()) return;
-  crema::test::scratch_directory scratch("nvjpeg-gpu-folder");
-  crema::test::make_folder(scratch.path());
+  const crema::test::image_folder folder("nvjpeg-gpu-folder");
   const crema::image_transform_options options = folder_options();
-  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
+  const crema::test::batches expected = cpu_epoch(folder.path(), options);
   crema::cuda_stream compute;
   const crema::test::batches got = crema::test::epoch(
-      scratch.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, read_back(compute));
+      folder.path(), crema::cuda::nvjpeg_batcher<float>(options), 2, read_back(compute));
   check_within_bound(got, expected);
 }
 
@@ -288,17 +286,16 @@ TEST_CASE("a progressive JPEG, which the engine does not take, decodes within th
   check_within_bound(options, in, got);
   // Through a batcher: what the engine refuses decoded by the producers, with the GPU-assisted
   // decoder.
-  crema::test::scratch_directory scratch("nvjpeg-gpu-progressive");
-  crema::test::make_folder(scratch.path());
+  const crema::test::image_folder folder("nvjpeg-gpu-progressive");
   const std::vector<std::byte> progressive = crema::test::progressive_coffee();
   for (const char* name : {"class0/1.jpg", "class2/3.jpg"}) {
-    crema::test::write_bytes(scratch.path() / name, progressive);
+    crema::test::write_bytes(folder.path() / name, progressive);
   }
-  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
+  const crema::test::batches expected = cpu_epoch(folder.path(), options);
   crema::cuda_stream compute;
   const crema::cuda::nvjpeg_batcher<float> batcher(options);
   const crema::test::batches batches =
-      crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
+      crema::test::epoch(folder.path(), batcher, 2, read_back(compute));
   check_within_bound(batches, expected);
   // What the engine refuses goes to the GPU-assisted decoders where one takes it, else to the
   // CPU path; the folder's PNG to the CPU path.
@@ -332,12 +329,11 @@ TEST_CASE(
     for (int batch = 0; batch < 3; ++batch) CHECK(decode_on_gpu<float>(decoder, in) == first);
   }
   // A folder pipeline whose producers decode every JPEG that way.
-  crema::test::scratch_directory scratch("nvjpeg-gpu-no-engine");
-  crema::test::make_folder(scratch.path());
-  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
+  const crema::test::image_folder folder("nvjpeg-gpu-no-engine");
+  const crema::test::batches expected = cpu_epoch(folder.path(), options);
   crema::cuda_stream compute;
   const crema::cuda::nvjpeg_batcher<float> batcher(options, {.decoding = {.hardware = false}});
-  check_within_bound(crema::test::epoch(scratch.path(), batcher, 2, read_back(compute)), expected);
+  check_within_bound(crema::test::epoch(folder.path(), batcher, 2, read_back(compute)), expected);
   CHECK(batcher.decoded_ahead() == 15);
 }
 
@@ -358,10 +354,9 @@ TEST_CASE("a batch split between the engine and the GPU-assisted decoder is with
 
 TEST_CASE("producers that find every decoder lent decode on the CPU and upload the samples") {
   if (crema::test::skip_without_cuda_device()) return;
-  crema::test::scratch_directory scratch("nvjpeg-gpu-host-share");
-  crema::test::make_folder(scratch.path());
+  const crema::test::image_folder folder("nvjpeg-gpu-host-share");
   const crema::image_transform_options options = folder_options();
-  const crema::test::batches expected = cpu_epoch(scratch.path(), options);
+  const crema::test::batches expected = cpu_epoch(folder.path(), options);
   crema::cuda_stream compute;
   const int device = crema::cuda::current_device();
   // One pass through `batcher` on `producers` threads while the test holds its only decoder for
@@ -374,7 +369,7 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       held.reset();
     });
-    return crema::test::epoch(scratch.path(), batcher, producers, read_back(compute));
+    return crema::test::epoch(folder.path(), batcher, producers, read_back(compute));
   };
   if (crema::cuda::nvjpeg_library().hardware()) {
     // The test holds the only decoder: every image is the producers', the CPU path's exactly.
@@ -382,7 +377,7 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
                                                      {.decoders = 1, .max_host_share = 1.0});
     const auto held = batcher.decoders().borrow(device);
     const crema::test::batches got =
-        crema::test::epoch(scratch.path(), batcher, 2, read_back(compute));
+        crema::test::epoch(folder.path(), batcher, 2, read_back(compute));
     CHECK(got == expected);
     CHECK(batcher.refused() == 1);  // the folder's PNG, decoded with the plan
     CHECK(batcher.host_decoded() == 15);

@@ -9,6 +9,7 @@
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
 
 #include <fmt/format.h>
@@ -56,18 +57,22 @@ inline std::vector<std::byte> progressive_coffee() {
   return progressive;
 }
 
-// A folder of three classes: the photographs, and the coffee photograph as a PNG in one.
-inline void make_folder(const std::filesystem::path& root) {
-  const auto astronaut = read_bytes(test_data("astronaut.jpg"));
-  const auto coffee = read_bytes(test_data("coffee.jpg"));
-  for (std::size_t label = 0; label < 3; ++label) {
-    for (std::size_t i = 0; i < 5; ++i) {
-      write_bytes(root / fmt::format("class{}/{}.jpg", label, i),
-                  (label + i) % 2 == 0 ? astronaut : coffee);
+// A scratch folder of three classes, removed with it: the photographs, five a class, and the coffee
+// photograph as a PNG in one.
+class image_folder : public scratch_directory {
+ public:
+  explicit image_folder(const std::string& name) : scratch_directory(name) {
+    const auto astronaut = read_bytes(test_data("astronaut.jpg"));
+    const auto coffee = read_bytes(test_data("coffee.jpg"));
+    for (std::size_t label = 0; label < 3; ++label) {
+      for (std::size_t i = 0; i < 5; ++i) {
+        write_bytes(path() / fmt::format("class{}/{}.jpg", label, i),
+                    (label + i) % 2 == 0 ? astronaut : coffee);
+      }
     }
+    write_bytes(path() / "class1/9.png", coffee_png());
   }
-  write_bytes(root / "class1/9.png", coffee_png());
-}
+};
 
 using batches = std::vector<std::pair<std::vector<float>, std::vector<float>>>;
 
