@@ -927,15 +927,11 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     }
     SUBCASE("at most its share, then the producer waits for the decoder given back") {
       const batcher_type batcher(options, {.decoders = 1, .max_host_share = 0.5});
-      std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
-      std::thread give_back([&] {
-        // Until then, the first batch's producer decodes 2 of its 4 images and waits.
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        held.reset();
-      });
-      crema::cuda_stream compute;
-      const batches got = epoch(folder.path(), batcher, 1, read_device_batch(compute));
-      give_back.join();
+      // While the test holds the only decoder, the first batch's producer decodes 2 of its 4
+      // images, then waits.
+      const auto [got, shared_while_held] =
+          epoch_while_held(folder.path(), batcher, [&] { return batcher.host_decoded() >= 2; });
+      CHECK(shared_while_held);
       CHECK(got == expected);
       CHECK(batcher.host_decoded() >= 2);
       CHECK(batcher.host_decoded() <= 8);  // half of each batch at most
@@ -965,14 +961,12 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     }
     SUBCASE("none with a share of 0: the producer waits") {
       const batcher_type batcher(options, {.decoders = 1, .max_host_share = 0.0});
-      std::optional<batcher_type::decoder_pool::loan> held(batcher.decoders().borrow(0));
-      std::thread give_back([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        held.reset();
-      });
-      crema::cuda_stream compute;
-      const batches got = epoch(folder.path(), batcher, 1, read_device_batch(compute));
-      give_back.join();
+      const std::size_t parsed_before = fake::counts().parsed;
+      // Held until the first batch's producer has parsed its JPEGs (3 or 4: the folder holds one
+      // PNG) and come to borrow the decoder.
+      const auto [got, parsed_while_held] = epoch_while_held(
+          folder.path(), batcher, [&] { return fake::counts().parsed - parsed_before >= 3; });
+      CHECK(parsed_while_held);
       CHECK(got == expected);
       CHECK(batcher.host_decoded() == 0);
       CHECK(batcher.refused() == 1);
