@@ -140,32 +140,15 @@ std::string cause_of_failed_pass(Pipeline& pipe) {
   });
 }
 
-// Gives back the decoder a test `held` once `happened()` (or after 10 s): what the producers did
-// while they could not borrow it. @return whether it happened while held.
-template <class Loan, class Condition>
-bool give_back_after(std::optional<Loan>& held, Condition happened) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!happened() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  const bool seen = happened();
-  held.reset();
-  return seen;
-}
-
-// One epoch of the folder at `root` through `batcher` (of one decoder, which the test holds until
-// `happened()`, as give_back_after says), read after `compute` waits for each batch. @return the
-// batches, and whether it happened while the decoder was held.
+// One epoch of the folder at `root` through `batcher` on one producer, read after a stream waits
+// for each batch, while the test holds the only decoder until `happened()`, as
+// crema::test::epoch_while_held says.
 template <class Batcher, class Condition>
 std::pair<batches, bool> epoch_while_held(const std::filesystem::path& root, const Batcher& batcher,
                                           Condition happened) {
-  std::optional<typename Batcher::decoder_pool::loan> held(batcher.decoders().borrow(0));
-  std::atomic<bool> seen{false};
-  std::thread give_back([&] { seen = give_back_after(held, happened); });
   crema::cuda_stream compute;
-  batches got = epoch(root, batcher, 1, read_device_batch(compute));
-  give_back.join();
-  return {std::move(got), seen.load()};
+  return crema::test::epoch_while_held(root, batcher, 0, 1, read_device_batch(compute),
+                                       std::move(happened));
 }
 
 std::vector<crema::image_transform_options> every_kind() {

@@ -2,7 +2,7 @@
 
 // What the nvJPEG tests share: batches of the photographs (and one PNG, which takes the CPU
 // path), a folder of them in three classes, and one ordered epoch of a folder pipeline read back
-// as (data, labels) per batch.
+// as (data, labels) per batch, also while the test holds the pipeline's nvJPEG decoder.
 
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
@@ -16,11 +16,15 @@
 
 #include <turbojpeg.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -94,6 +98,28 @@ batches epoch(const std::filesystem::path& root, Batcher batcher, std::size_t pr
   batches out;
   for (auto batch : pipe.consumer(0)) out.push_back(read(batch));
   return out;
+}
+
+// One epoch of `root` through `batcher`, as `epoch` gives it, while the test holds the batcher's
+// decoder of `device` (its only one) until `happened()`, or for 10 s at most: what the producers
+// do while they cannot borrow it, whatever the machine's speed. @return the batches, and whether
+// it happened while the decoder was held.
+template <class Batcher, class Read, class Condition>
+std::pair<batches, bool> epoch_while_held(const std::filesystem::path& root, const Batcher& batcher,
+                                          int device, std::size_t producers, Read read,
+                                          Condition happened) {
+  std::optional<typename Batcher::decoder_pool::loan> held(batcher.decoders().borrow(device));
+  std::atomic<bool> seen{false};
+  const std::jthread give_back([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!happened() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    seen = happened();
+    held.reset();
+  });
+  batches got = epoch(root, batcher, producers, std::move(read));
+  return {std::move(got), seen.load()};
 }
 
 // A batch for the decoder: the files, their keys, and the images (with each sample's generator).
