@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -439,8 +440,10 @@ TEST_SUITE("cuda device_batch, two devices") {
     crema::test::watchdog guard(60s, "device batches, a device's fault");
     const counting::devices_for_scope two_devices(2);
     // As after a kernel's fault on device 1: a call there fails (a refill's wait for its slot's
-    // last upload, a copy, a stream's wait, a record), then every call on device 1, while device
-    // 0's go on. Producers upload with their own streams or through each device's uploader.
+    // last upload, a copy, a stream's wait, a record; the third of its kind there once both
+    // consumers have a batch, whichever device is the faster), then every call on device 1, while
+    // device 0's go on. Producers upload with their own streams or through each device's
+    // uploader.
     for (const call first : {call::event_synchronize, call::memcpy_async, call::stream_wait_event,
                              call::event_record}) {
       for (const bool uploaders : {false, true}) {
@@ -449,16 +452,18 @@ TEST_SUITE("cuda device_batch, two devices") {
         const auto fill = fill_on_consumer_device::on_two_devices(uploaders);
         std::vector<std::string> errors;
         std::array<int, 2> delivered{};
+        std::atomic<int> started{0};  // consumers that have had a batch
         {
           crema::double_buffered_pipeline pipe{crema::vector_source<int>(first_records(4096)), fill,
                                                on_two_consumers(crema::pipeline_mode::repeat)};
-          counting::fail_call(first, 20, cudaErrorIllegalAddress, true, 1);
           errors = crema::test::consume_on_devices(pipe, 2, [&](int device, auto range) {
             crema::cuda_stream compute;
             for (auto batch : range) {
               (void)batch->device(compute);
               batch.release_after(compute.record());
-              ++delivered[static_cast<std::size_t>(device)];
+              if (++delivered[static_cast<std::size_t>(device)] == 1 && started.fetch_add(1) == 1) {
+                counting::fail_call(first, 2, cudaErrorIllegalAddress, true, 1);
+              }
             }
           });
         }
