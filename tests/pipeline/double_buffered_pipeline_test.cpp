@@ -599,10 +599,11 @@ TEST_SUITE("double_buffered_pipeline stats") {
 
   TEST_CASE("a producer whose consumer keeps up refills the slot it handed on last") {
     watchdog guard(60s, "warm refills");
-    // Fills of 80 ms, waits of up to 10 ms: time enough for the consumer to give the batch back
-    // on a loaded machine too.
-    constexpr int batches = 24;
-    const auto [same_slot, stats] = refills_of(40ms, 50ms, batches);
+    // Fills of 200 ms, waits of up to 25 ms (an eighth of a fill): time enough for the consumer
+    // to wake and give the batch back on a loaded machine too, where a few missed waits, and the
+    // skips after each, would leave too few refills.
+    constexpr int batches = 20;
+    const auto [same_slot, stats] = refills_of(100ms, 50ms, batches);
     // Taking a slot at once, the producer would not get the one its consumer still holds: the
     // batches would come in another slot than the one before, and the four would go round. The
     // first four fills make no wait: the producer has not seen enough of them.
