@@ -158,6 +158,7 @@ TEST_SUITE("engine parts") {
     run.fail(std::make_exception_ptr(std::runtime_error("later")), "pipeline: second");
     CHECK(run.failed());
     CHECK(run.stop_requested());
+    CHECK_FALSE(run.stopped_without_failure());  // a consumer must get the failure, not an end
     try {
       run.rethrow_failure();
       FAIL("rethrow_failure returned");
@@ -165,6 +166,17 @@ TEST_SUITE("engine parts") {
       CHECK(std::string(error.what()) == "pipeline: first");
       CHECK_THROWS_WITH_AS(std::rethrow_if_nested(error), "disk gone", std::runtime_error);
     }
+  }
+
+  TEST_CASE("the run state tells a plain stop from a failure, also one that follows the stop") {
+    crema::detail::run_state run;
+    CHECK_FALSE(run.stopped_without_failure());
+    CHECK(run.request_stop());
+    CHECK(run.stopped_without_failure());
+    // A producer that fails after the stop, in its last record: its error is not lost.
+    run.fail(std::make_exception_ptr(std::runtime_error("disk gone")), "pipeline: late");
+    CHECK_FALSE(run.stopped_without_failure());
+    CHECK_THROWS_AS(run.rethrow_failure(), crema::pipeline_error);
   }
 
   TEST_CASE("the run state's last producer out runs the closing step, unless the run stopped") {

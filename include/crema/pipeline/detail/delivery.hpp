@@ -84,8 +84,8 @@ class delivery {
     for (;;) {
       // After a failure, the batches finished before it are still delivered (in order, where
       // the pipeline is ordered); the error comes once nothing more can be.
+      if (run_.stopped_without_failure()) return {pull_status::stopped, {}};
       const bool failing = run_.failed();
-      if (!failing && run_.stop_requested()) return {pull_status::stopped, {}};
       if (options_.ordered) {
         Slot*& waiting = target.reorder[target.next_sequence % options_.prefetch];
         if (waiting != nullptr && waiting->sequence == target.next_sequence) {

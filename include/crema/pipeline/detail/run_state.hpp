@@ -39,7 +39,8 @@ class run_state {
   // Stops the run; false if it was stopping already.
   bool request_stop() noexcept { return stop_.request_stop(); }
 
-  // Keeps the first failure, a pipeline_error with `message` and `cause` nested in it, and stops.
+  // Keeps the first failure, a pipeline_error with `message` and `cause` nested in it, and stops:
+  // marks the failure before the stop, which `stopped_without_failure` relies on.
   void fail(std::exception_ptr cause, std::string message) noexcept {
     std::exception_ptr wrapped;
     try {
@@ -61,6 +62,13 @@ class run_state {
   // Whether a failure stopped the run; once it did, consumers get what was finished before it,
   // then the failure.
   [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  // Whether the run was stopped, and not by a failure. Reads the stop first: a stop that `fail`
+  // made comes after its mark, so the failure is seen with it. (Read the other way round, a
+  // failure between the two reads looked like a plain stop, and a consumer ended its pass
+  // without the error.)
+  [[nodiscard]] bool stopped_without_failure() const noexcept {
+    return stop_requested() && !failed();
+  }
   [[noreturn]] void rethrow_failure() {
     std::scoped_lock lock(error_mutex_);
     std::rethrow_exception(error_);
