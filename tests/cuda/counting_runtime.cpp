@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <utility>
 
 namespace crema::test::counting_cuda {
@@ -51,6 +52,12 @@ injected_failure injected;
 std::atomic<int> devices{1};
 thread_local int current = 0;  // the calling thread's device
 std::atomic<std::uint64_t> misplaced{0};
+
+// Peer access: whether devices can reach each other's memory, and which (device, peer) pairs
+// have enabled it.
+std::atomic<bool> peers_reach{true};
+std::mutex peers_lock;
+std::set<std::pair<int, int>> peers_enabled;
 
 // What a handle points at: a tag, so that a handle this runtime did not make is refused.
 struct stream_object {
@@ -88,6 +95,10 @@ struct event_object {
   int device = current;
 };
 std::atomic<std::uint64_t> spinning{0};  // cudaEventSynchronize on events without it
+
+// Streams and events made and not yet destroyed.
+std::atomic<std::size_t> live_streams{0};
+std::atomic<std::size_t> live_events{0};
 
 thread_local cudaError_t last_error = cudaSuccess;
 
@@ -165,7 +176,8 @@ std::string_view name_of(call c) noexcept {
       "cudaSetDevice",
       "cudaGetDevice",
       "cudaMalloc",
-      "cudaFree"};
+      "cudaFree",
+      "cudaDeviceEnablePeerAccess"};
   return names.at(static_cast<std::size_t>(c));
 }
 
@@ -207,11 +219,19 @@ std::uint64_t stream_overlaps() noexcept { return overlaps.load(std::memory_orde
 
 std::uint64_t spinning_waits() noexcept { return spinning.load(std::memory_order_relaxed); }
 
-void set_devices(int count) noexcept {
+void set_devices(int count, bool reach) noexcept {
   devices.store(std::clamp(count, 1, max_devices), std::memory_order_relaxed);
+  peers_reach.store(reach, std::memory_order_relaxed);
+  const std::lock_guard lock(peers_lock);
+  peers_enabled.clear();
   current = 0;
 }
 std::uint64_t calls_across_devices() noexcept { return misplaced.load(std::memory_order_relaxed); }
+
+bool peer_access_enabled(int device, int peer) noexcept {
+  const std::lock_guard lock(peers_lock);
+  return peers_enabled.contains({device, peer});
+}
 
 int current_device() noexcept { return current; }
 
@@ -240,6 +260,11 @@ using crema::test::counting_cuda::fail;
 using crema::test::counting_cuda::is_event;
 using crema::test::counting_cuda::is_stream;
 using crema::test::counting_cuda::last_error;
+using crema::test::counting_cuda::live_events;
+using crema::test::counting_cuda::live_streams;
+using crema::test::counting_cuda::peers_enabled;
+using crema::test::counting_cuda::peers_lock;
+using crema::test::counting_cuda::peers_reach;
 using crema::test::counting_cuda::refuse_across_devices;
 using crema::test::counting_cuda::spinning;
 using crema::test::counting_cuda::stream_call;
@@ -276,6 +301,13 @@ int device_of_allocation(const void* pointer) {
 
 }  // namespace
 
+crema::test::counting_cuda::held_objects crema::test::counting_cuda::held() {
+  const std::lock_guard lock(allocations_lock);
+  return {.allocations = allocations.size(),
+          .streams = live_streams.load(std::memory_order_relaxed),
+          .events = live_events.load(std::memory_order_relaxed)};
+}
+
 extern "C" {
 
 cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
@@ -310,11 +342,41 @@ const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidResourceHandle";
     case cudaErrorIllegalAddress:
       return "cudaErrorIllegalAddress";
+    case cudaErrorPeerAccessUnsupported:
+      return "cudaErrorPeerAccessUnsupported";
+    case cudaErrorPeerAccessAlreadyEnabled:
+      return "cudaErrorPeerAccessAlreadyEnabled";
     default:
       return "cudaError (counting runtime)";
   }
 }
 const char* CUDARTAPI cudaGetErrorString(cudaError_t error) { return cudaGetErrorName(error); }
+
+// As a GPU's runtime: a device cannot be its own peer; enabling access twice is an error (which
+// the caller clears), and so is enabling it where the devices cannot reach each other.
+cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
+  *can_access = 0;
+  if (const cudaError_t error = enter(call::peer_access, device)) return error;
+  const int count = devices.load(std::memory_order_relaxed);
+  if (device < 0 || device >= count || peer < 0 || peer >= count) {
+    return fail(cudaErrorInvalidDevice);
+  }
+  *can_access = device != peer && peers_reach.load(std::memory_order_relaxed) ? 1 : 0;
+  return cudaSuccess;
+}
+cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  if (const cudaError_t error = enter(call::peer_access)) return error;
+  if (flags != 0) return fail(cudaErrorInvalidValue);
+  if (peer < 0 || peer >= devices.load(std::memory_order_relaxed) || peer == current) {
+    return fail(cudaErrorInvalidDevice);
+  }
+  if (!peers_reach.load(std::memory_order_relaxed)) return fail(cudaErrorPeerAccessUnsupported);
+  const std::lock_guard lock(peers_lock);
+  if (!peers_enabled.emplace(current, peer).second) {
+    return fail(cudaErrorPeerAccessAlreadyEnabled);
+  }
+  return cudaSuccess;
+}
 
 cudaError_t CUDARTAPI cudaMalloc(void** pointer, size_t bytes) {
   return allocate(pointer, bytes, cudaMemoryTypeDevice);
@@ -380,7 +442,9 @@ cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* stream) {
   *stream = nullptr;
   if (const cudaError_t error = enter(call::stream_create)) return error;
   *stream = reinterpret_cast<cudaStream_t>(new (std::nothrow) stream_object);
-  return *stream != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (*stream == nullptr) return fail(cudaErrorMemoryAllocation);
+  live_streams.fetch_add(1, std::memory_order_relaxed);
+  return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
   return cudaStreamCreate(stream);
@@ -390,6 +454,7 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
   const cudaError_t error = enter(call::stream_destroy, device_of_stream(stream));
   if (stream == nullptr || !is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   delete reinterpret_cast<stream_object*>(stream);
+  live_streams.fetch_sub(1, std::memory_order_relaxed);
   return error;
 }
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
@@ -412,7 +477,9 @@ cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
   *event = nullptr;
   if (const cudaError_t error = enter(call::event_create)) return error;
   *event = reinterpret_cast<cudaEvent_t>(new (std::nothrow) event_object);
-  return *event != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (*event == nullptr) return fail(cudaErrorMemoryAllocation);
+  live_events.fetch_add(1, std::memory_order_relaxed);
+  return cudaSuccess;
 }
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   const cudaError_t status = cudaEventCreate(event);
@@ -426,6 +493,7 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
   const cudaError_t error = enter(call::event_destroy, device_of_event(event));
   if (!is_event(event)) return fail(cudaErrorInvalidResourceHandle);
   delete reinterpret_cast<event_object*>(event);
+  live_events.fetch_sub(1, std::memory_order_relaxed);
   return error;
 }
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {

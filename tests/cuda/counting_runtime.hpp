@@ -33,6 +33,7 @@ enum class call : std::size_t {
   get_device,          // cudaGetDevice
   allocate,            // cudaMalloc, cudaHostAlloc, cudaMallocHost
   free,                // cudaFree, cudaFreeHost
+  peer_access,         // cudaDeviceCanAccessPeer, cudaDeviceEnablePeerAccess
   count_               // not a call: the number of them
 };
 
@@ -60,6 +61,16 @@ std::uint64_t stream_overlaps() noexcept;
 /// @return how many cudaEventSynchronize calls waited on an event made without
 ///         cudaEventBlockingSync: on a GPU such a wait spins on a core until the event completes
 std::uint64_t spinning_waits() noexcept;
+/// What the runtime holds now, made and not yet freed or destroyed.
+struct held_objects {
+  std::size_t allocations = 0;  // device and pinned memory
+  std::size_t streams = 0;
+  std::size_t events = 0;
+  friend bool operator==(const held_objects&, const held_objects&) = default;
+};
+/// @return what the runtime holds now, for every thread: a test that compares it before and
+///         after some work sees what the work left behind
+held_objects held();
 /// @return the calls made so far by the calling thread
 counts this_thread() noexcept;
 /// @return how many threads have made call `c` at least once so far: a feed whose copies all go
@@ -87,20 +98,28 @@ void heal() noexcept;
 std::uint64_t failed_calls() noexcept;
 
 /// @brief Makes the runtime have `count` devices (1 at the start, at most `max_devices`), 0
-/// current on the calling thread. Memory, streams and events belong to the device current when
-/// they are made, and the runtime refuses what a GPU's refuses across devices (an event recorded
-/// on another device's stream, and for `launchable_on`, a kernel launched on one); copies and
-/// stream waits across devices pass, as they do on a GPU.
-void set_devices(int count) noexcept;
-/// @brief `set_devices(count)` for a scope: one device again when it ends, even on a failure.
+/// current on the calling thread, and no peer access enabled. Memory, streams and events belong
+/// to the device current when they are made, and the runtime refuses what a GPU's refuses across
+/// devices (an event recorded on another device's stream, and for `launchable_on`, a kernel
+/// launched on one); copies and stream waits across devices pass, as they do on a GPU. With
+/// `peers_reach`, every two devices can access each other's memory once enabled, as GPUs on one
+/// switch; without, none can (cudaDeviceCanAccessPeer says 0), as GPUs on two sockets' buses.
+void set_devices(int count, bool peers_reach = true) noexcept;
+/// @brief `set_devices(count, peers_reach)` for a scope: one device again when it ends, even on
+/// a failure.
 struct devices_for_scope {
-  explicit devices_for_scope(int count) noexcept { set_devices(count); }
+  explicit devices_for_scope(int count, bool peers_reach = true) noexcept {
+    set_devices(count, peers_reach);
+  }
   devices_for_scope(const devices_for_scope&) = delete;
   devices_for_scope& operator=(const devices_for_scope&) = delete;
   ~devices_for_scope() { set_devices(1); }
 };
 /// @return the calls refused so far for mixing devices
 std::uint64_t calls_across_devices() noexcept;
+/// @return whether `device` has enabled its access to `peer`'s memory
+/// (cudaDeviceEnablePeerAccess(peer) made with `device` current)
+bool peer_access_enabled(int device, int peer) noexcept;
 /// @return the calling thread's device, as cudaGetDevice gives it but not counted
 int current_device() noexcept;
 /// @return the device of `stream` (the calling thread's for the default stream)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/collective/cuda/detail/peer_workspace.hpp>
 #include <crema/collective/cuda/elementwise.cuh>
 #include <crema/collective/detail/tree_schedule.hpp>
 #include <crema/collective/reduction.hpp>
@@ -42,32 +43,18 @@ class cuda_p2p_reducer {
   /// @param buffers        one device buffer per participant, on its device, all the same size
   /// @param chunk_elements elements per chunk: chunk c+1 goes up a level while chunk c is added
   ///                       at the next (0: one chunk)
-  /// @throws crema::collective_error on a count or size mismatch; crema::cuda_error on CUDA
-  ///         failures (no device, for one)
+  /// @throws crema::collective_error on a count or size mismatch; crema::allocation_error
+  ///         naming the bytes and the device where a device refuses its two chunks;
+  ///         crema::cuda_error on other CUDA failures (no device, for one). What was made before
+  ///         a failure is freed.
   cuda_p2p_reducer(tree_topology tree, std::vector<device_span<T>> buffers,
                    std::size_t chunk_elements = std::size_t{1} << 20)
-      : tree_(std::move(tree)), buffers_(std::move(buffers)), chunk_(chunk_elements) {
-    crema::detail::check_buffers(name, buffers_, tree_.size());
-    for (std::size_t i = 0; i < buffers_.size(); ++i) {
-      scoped_device on(tree_.id(i));
-      streams_.emplace_back();
-      for (auto* list : {&staging_, &partial_}) {
-        void* chunk = nullptr;
-        CREMA_CUDA_TRY(cudaMalloc(&chunk, std::max<std::size_t>(1, chunk_bytes())));
-        list->push_back(static_cast<T*>(chunk));
-      }
-      if (const auto parent = tree_.parent(i)) enable_peer_access(tree_.id(i), tree_.id(*parent));
-    }
-  }
+      : tree_(std::move(tree)),
+        buffers_(checked(std::move(buffers), tree_.size())),
+        chunk_(chunk_elements),
+        workspace_(tree_, std::min(this->chunk_elements(), buffers_[0].size())) {}
   cuda_p2p_reducer(const cuda_p2p_reducer&) = delete;
   cuda_p2p_reducer& operator=(const cuda_p2p_reducer&) = delete;
-  ~cuda_p2p_reducer() {
-    for (std::size_t i = 0; i < staging_.size(); ++i) {
-      (void)cudaSetDevice(tree_.id(i));
-      (void)cudaFree(staging_[i]);
-      if (i < partial_.size()) (void)cudaFree(partial_[i]);
-    }
-  }
 
   /// @return the number of participants
   [[nodiscard]] std::size_t participants() const noexcept { return tree_.size(); }
@@ -83,7 +70,7 @@ class cuda_p2p_reducer {
     for (std::size_t offset = 0; offset < total; offset += chunk_elements()) {
       allreduce_chunk(offset, std::min(chunk_elements(), total - offset), op);
     }
-    for (auto& stream : streams_) stream.synchronize();
+    workspace_.synchronize();
   }
   /// @brief Copies participant `root`'s buffer into every other participant's.
   void broadcast(std::size_t root) {
@@ -93,10 +80,9 @@ class cuda_p2p_reducer {
       if (i == root) continue;
       scoped_device on(tree_.id(i));
       CREMA_CUDA_TRY(cudaMemcpyPeerAsync(buffers_[i].data(), tree_.id(i), buffers_[root].data(),
-                                         tree_.id(root), buffers_[0].size_bytes(),
-                                         streams_[i].native_handle()));
+                                         tree_.id(root), buffers_[0].size_bytes(), stream(i)));
     }
-    for (auto& stream : streams_) stream.synchronize();
+    workspace_.synchronize();
   }
 
   /// @brief Sums every participant's buffer into participant `root`'s (times 1/N for
@@ -115,17 +101,20 @@ class cuda_p2p_reducer {
     for (std::size_t offset = begin; offset < end; offset += chunk_elements()) {
       reduce_chunk(root, offset, std::min(chunk_elements(), end - offset), op);
     }
-    for (auto& stream : streams_) stream.synchronize();
+    workspace_.synchronize();
   }
 
  private:
   static constexpr const char* name = "cuda_p2p_reducer";
 
+  static std::vector<device_span<T>> checked(std::vector<device_span<T>> buffers,
+                                             std::size_t participants) {
+    crema::detail::check_buffers(name, buffers, participants);
+    return buffers;
+  }
+
   [[nodiscard]] std::size_t chunk_elements() const noexcept {
     return chunk_ != 0 ? chunk_ : std::max<std::size_t>(1, buffers_[0].size());
-  }
-  [[nodiscard]] std::size_t chunk_bytes() const noexcept {
-    return std::min(chunk_elements(), buffers_[0].size()) * sizeof(T);
   }
 
   void allreduce_chunk(std::size_t offset, std::size_t count, reduction op) {
@@ -135,31 +124,31 @@ class cuda_p2p_reducer {
         [&](std::size_t parent, std::size_t child) {
           scoped_device on(tree_.id(parent));
           wait_for(parent, child);
-          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(staging_[parent], tree_.id(parent),
+          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(workspace_.staging(parent), tree_.id(parent),
                                              buffers_[child].data() + offset, tree_.id(child),
-                                             bytes, streams_[parent].native_handle()));
-          detail::add_into(thrust::cuda::par.on(streams_[parent].native_handle()),
-                           buffers_[parent].data() + offset, staging_[parent], count);
+                                             bytes, stream(parent)));
+          detail::add_into(thrust::cuda::par.on(stream(parent)), buffers_[parent].data() + offset,
+                           workspace_.staging(parent), count);
         },
         [&](std::size_t root) {
           if (op != reduction::average) return;
           scoped_device on(tree_.id(root));
           const scale_type scale = scale_for<T>(op, tree_.size());
-          detail::scale_into(thrust::cuda::par.on(streams_[root].native_handle()),
-                             buffers_[root].data() + offset, count, scale);
+          detail::scale_into(thrust::cuda::par.on(stream(root)), buffers_[root].data() + offset,
+                             count, scale);
         },
         [&](std::size_t parent, std::size_t child) {
           scoped_device on(tree_.id(child));
           wait_for(child, parent);
           CREMA_CUDA_TRY(cudaMemcpyPeerAsync(buffers_[child].data() + offset, tree_.id(child),
                                              buffers_[parent].data() + offset, tree_.id(parent),
-                                             bytes, streams_[child].native_handle()));
+                                             bytes, stream(child)));
         });
   }
 
   // A participant's subtree sum over the chunk: its partial, or a leaf's own elements.
   [[nodiscard]] const T* subtree_sum(std::size_t node, std::size_t offset) const {
-    return tree_.children(node).empty() ? buffers_[node].data() + offset : partial_[node];
+    return tree_.children(node).empty() ? buffers_[node].data() + offset : workspace_.partial(node);
   }
 
   void reduce_chunk(std::size_t root, std::size_t offset, std::size_t count, reduction op) {
@@ -168,25 +157,25 @@ class cuda_p2p_reducer {
         tree_,
         [&](std::size_t node) {
           scoped_device on(tree_.id(node));
-          CREMA_CUDA_TRY(cudaMemcpyAsync(partial_[node], buffers_[node].data() + offset, bytes,
-                                         cudaMemcpyDeviceToDevice, streams_[node].native_handle()));
+          CREMA_CUDA_TRY(cudaMemcpyAsync(workspace_.partial(node), buffers_[node].data() + offset,
+                                         bytes, cudaMemcpyDeviceToDevice, stream(node)));
         },
         [&](std::size_t parent, std::size_t child) {
           scoped_device on(tree_.id(parent));
           wait_for(parent, child);
-          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(staging_[parent], tree_.id(parent),
+          CREMA_CUDA_TRY(cudaMemcpyPeerAsync(workspace_.staging(parent), tree_.id(parent),
                                              subtree_sum(child, offset), tree_.id(child), bytes,
-                                             streams_[parent].native_handle()));
-          detail::add_into(thrust::cuda::par.on(streams_[parent].native_handle()), partial_[parent],
-                           staging_[parent], count);
+                                             stream(parent)));
+          detail::add_into(thrust::cuda::par.on(stream(parent)), workspace_.partial(parent),
+                           workspace_.staging(parent), count);
         });
     // The tree-order sum is the top's subtree sum: scaled on the top's device, then delivered.
     const std::size_t top = tree_.root();
-    T* sum = tree_.children(top).empty() ? buffers_[top].data() + offset : partial_[top];
+    T* sum = tree_.children(top).empty() ? buffers_[top].data() + offset : workspace_.partial(top);
     {
       scoped_device on(tree_.id(top));
       if (op == reduction::average && tree_.size() > 1) {
-        detail::scale_into(thrust::cuda::par.on(streams_[top].native_handle()), sum, count,
+        detail::scale_into(thrust::cuda::par.on(stream(top)), sum, count,
                            scale_for<T>(op, tree_.size()));
       }
     }
@@ -194,37 +183,24 @@ class cuda_p2p_reducer {
     if (destination == sum) return;  // a lone participant: already in place
     scoped_device on(tree_.id(root));
     wait_for(root, top);
-    CREMA_CUDA_TRY(cudaMemcpyPeerAsync(destination, tree_.id(root), sum, tree_.id(top), bytes,
-                                       streams_[root].native_handle()));
+    CREMA_CUDA_TRY(
+        cudaMemcpyPeerAsync(destination, tree_.id(root), sum, tree_.id(top), bytes, stream(root)));
+  }
+
+  [[nodiscard]] cudaStream_t stream(std::size_t participant) noexcept {
+    return workspace_.stream(participant).native_handle();
   }
 
   // `waiter`'s stream waits for everything queued so far on `other`'s stream.
   void wait_for(std::size_t waiter, std::size_t other) {
-    const cuda_event done = streams_[other].record();
-    CREMA_CUDA_TRY(cudaStreamWaitEvent(streams_[waiter].native_handle(), done.native_handle(), 0));
-  }
-
-  static void enable_peer_access(int device, int peer) {
-    int can = 0;
-    CREMA_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, peer));
-    if (can == 0) return;  // copies are staged through the host
-    for (const auto [from, to] : {std::pair{device, peer}, std::pair{peer, device}}) {
-      scoped_device on(from);
-      const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
-      if (status == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-      } else {
-        CREMA_CUDA_TRY(status);
-      }
-    }
+    const cuda_event done = workspace_.stream(other).record();
+    CREMA_CUDA_TRY(cudaStreamWaitEvent(stream(waiter), done.native_handle(), 0));
   }
 
   tree_topology tree_;
   std::vector<device_span<T>> buffers_;
-  std::vector<cuda_stream> streams_;
-  std::vector<T*> staging_;  // per device: one chunk received from a child
-  std::vector<T*> partial_;  // per device: one chunk of its subtree's sum (reduce)
   std::size_t chunk_;
+  detail::peer_workspace<T> workspace_;  // per device: a stream, a staging and a partial chunk
   std::mutex mutex_;
 };
 
