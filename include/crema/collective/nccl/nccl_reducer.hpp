@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -20,11 +22,46 @@ namespace crema::cuda {
 
 namespace detail {
 
-inline void nccl_check(ncclResult_t status, const char* call) {
-  if (status != ncclSuccess) {
-    crema::detail::fail<collective_error>("{} failed: {}", call, ncclGetErrorString(status));
+/// Throws `crema::collective_error` for a failed `status`: "<call> failed[ on device D]: <why>",
+/// `call` the call's source text, D the device of the communicator it was made on.
+inline void nccl_check(ncclResult_t status, const char* call, std::optional<int> device = {}) {
+  if (status != ncclSuccess) [[unlikely]] {
+    crema::detail::fail<collective_error>("{} failed{}: {}", call,
+                                          device ? fmt::format(" on device {}", *device) : "",
+                                          ncclGetErrorString(status));
   }
 }
+
+/// @brief One communicator per device of this process (`ncclCommInitAll`), destroyed with the
+/// object, also where the object that holds it fails to finish its construction.
+class nccl_clique {
+ public:
+  /// @throws crema::collective_error naming the devices where NCCL refuses
+  explicit nccl_clique(const std::vector<int>& devices) : comms_(devices.size(), nullptr) {
+    const ncclResult_t status =
+        ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data());
+    if (status != ncclSuccess) {
+      std::string listed;
+      for (const int device : devices)
+        listed += fmt::format("{}{}", listed.empty() ? "" : ", ", device);
+      crema::detail::fail<collective_error>("ncclCommInitAll over devices {} failed: {}", listed,
+                                            ncclGetErrorString(status));
+    }
+  }
+  nccl_clique(const nccl_clique&) = delete;
+  nccl_clique& operator=(const nccl_clique&) = delete;
+  ~nccl_clique() {
+    for (ncclComm_t comm : comms_) {
+      if (comm != nullptr) (void)ncclCommDestroy(comm);
+    }
+  }
+
+  /// @return the communicator of participant `i`
+  [[nodiscard]] ncclComm_t operator[](std::size_t i) const noexcept { return comms_[i]; }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+};
 
 template <class T>
 ncclDataType_t nccl_type() {
@@ -42,11 +79,15 @@ ncclDataType_t nccl_type() {
 }  // namespace detail
 
 #define CREMA_NCCL_TRY(call) ::crema::cuda::detail::nccl_check((call), #call)
+/// As `CREMA_NCCL_TRY`, for a call on the communicator of device `device`: the message names it.
+#define CREMA_NCCL_TRY_ON(device, call) ::crema::cuda::detail::nccl_check((call), #call, (device))
 
 /// @brief The NCCL model of `tree_collective`: one device buffer per GPU of this process, one
 /// communicator per device (`ncclCommInitAll`), the calls grouped, `ncclAvg` for averages (NCCL
 /// folds the 1/N into its last pass). Every operation blocks until done; operations serialize on
-/// a mutex (they share the communicators and streams).
+/// a mutex (they share the communicators and streams). A failure is a `crema::collective_error`
+/// naming the call and the device it was made for; the group the operation opened is closed
+/// before it is thrown, so the next operation starts clean.
 ///
 /// NCCL chooses its own rings and trees, so sums are NCCL's, not crema's tree order.
 template <reducible T>
@@ -56,24 +97,18 @@ class nccl_reducer {
 
   /// @param devices one device ordinal per participant
   /// @param buffers one device buffer per participant, on that device, all the same size
-  /// @throws crema::collective_error on a count or size mismatch or an NCCL failure
+  /// @throws crema::collective_error on a count or size mismatch or an NCCL failure;
+  ///         crema::cuda_error where a device's stream cannot be made (naming the device). What
+  ///         was made before a failure is destroyed.
   nccl_reducer(std::vector<int> devices, std::vector<device_span<T>> buffers)
-      : devices_(std::move(devices)), buffers_(std::move(buffers)), comms_(devices_.size()) {
-    crema::detail::check_buffers(name, buffers_, devices_.size());
-    CREMA_NCCL_TRY(
-        ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()));
-    for (const int device : devices_) {
-      scoped_device on(device);
-      streams_.emplace_back();
-    }
+      : devices_(std::move(devices)),
+        buffers_(checked(std::move(buffers), devices_.size())),
+        comms_(devices_) {
+    streams_.reserve(devices_.size());
+    for (const int device : devices_) streams_.emplace_back(device);
   }
   nccl_reducer(const nccl_reducer&) = delete;
   nccl_reducer& operator=(const nccl_reducer&) = delete;
-  ~nccl_reducer() {
-    for (auto comm : comms_) {
-      if (comm != nullptr) (void)ncclCommDestroy(comm);
-    }
-  }
 
   /// @return the number of participants
   [[nodiscard]] std::size_t participants() const noexcept { return devices_.size(); }
@@ -82,9 +117,10 @@ class nccl_reducer {
 
   void allreduce(reduction op = reduction::sum) {
     grouped([&](std::size_t i) {
-      CREMA_NCCL_TRY(ncclAllReduce(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
-                                   detail::nccl_type<T>(), nccl_op(op), comms_[i],
-                                   streams_[i].native_handle()));
+      CREMA_NCCL_TRY_ON(devices_[i],
+                        ncclAllReduce(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
+                                      detail::nccl_type<T>(), nccl_op(op), comms_[i],
+                                      streams_[i].native_handle()));
     });
   }
   /// @brief The sum (or average) into `root`'s buffer; the others stay as they were (in-place
@@ -99,16 +135,18 @@ class nccl_reducer {
     crema::detail::check_range(name, "reduce_range", begin, end, size());
     grouped([&](std::size_t i) {
       T* first = buffers_[i].data() + begin;
-      CREMA_NCCL_TRY(ncclReduce(first, first, end - begin, detail::nccl_type<T>(), nccl_op(op),
-                                static_cast<int>(root), comms_[i], streams_[i].native_handle()));
+      CREMA_NCCL_TRY_ON(devices_[i],
+                        ncclReduce(first, first, end - begin, detail::nccl_type<T>(), nccl_op(op),
+                                   static_cast<int>(root), comms_[i], streams_[i].native_handle()));
     });
   }
   void broadcast(std::size_t root) {
     crema::detail::check_participant(name, "broadcast", root, devices_.size());
     grouped([&](std::size_t i) {
-      CREMA_NCCL_TRY(ncclBroadcast(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
-                                   detail::nccl_type<T>(), static_cast<int>(root), comms_[i],
-                                   streams_[i].native_handle()));
+      CREMA_NCCL_TRY_ON(devices_[i],
+                        ncclBroadcast(buffers_[i].data(), buffers_[i].data(), buffers_[i].size(),
+                                      detail::nccl_type<T>(), static_cast<int>(root), comms_[i],
+                                      streams_[i].native_handle()));
     });
   }
 
@@ -117,13 +155,26 @@ class nccl_reducer {
 
   static constexpr const char* name = "nccl_reducer";
 
+  static std::vector<device_span<T>> checked(std::vector<device_span<T>> buffers,
+                                             std::size_t participants) {
+    crema::detail::check_buffers(name, buffers, participants);
+    return buffers;
+  }
+
+  // Makes `call(i)` for every participant inside one NCCL group. A call that throws ends the
+  // group first: a group left open would swallow the next operation's calls into it.
   template <class Call>
   void grouped(Call&& call) {
     std::scoped_lock lock(mutex_);
     CREMA_NCCL_TRY(ncclGroupStart());
-    for (std::size_t i = 0; i < devices_.size(); ++i) {
-      scoped_device on(devices_[i]);
-      call(i);
+    try {
+      for (std::size_t i = 0; i < devices_.size(); ++i) {
+        scoped_device on(devices_[i]);
+        call(i);
+      }
+    } catch (...) {
+      (void)ncclGroupEnd();  // the first failure is the one reported
+      throw;
     }
     CREMA_NCCL_TRY(ncclGroupEnd());
     for (auto& stream : streams_) stream.synchronize();
@@ -131,7 +182,7 @@ class nccl_reducer {
 
   std::vector<int> devices_;
   std::vector<device_span<T>> buffers_;
-  std::vector<ncclComm_t> comms_;
+  detail::nccl_clique comms_;
   std::vector<cuda_stream> streams_;
   std::mutex mutex_;
 };
