@@ -42,8 +42,10 @@ class nccl_clique {
         ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data());
     if (status != ncclSuccess) {
       std::string listed;
-      for (const int device : devices)
-        listed += fmt::format("{}{}", listed.empty() ? "" : ", ", device);
+      for (const int device : devices) {
+        if (!listed.empty()) listed += ", ";
+        listed += std::to_string(device);
+      }
       crema::detail::fail<collective_error>("ncclCommInitAll over devices {} failed: {}", listed,
                                             ncclGetErrorString(status));
     }
