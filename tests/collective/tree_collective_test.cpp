@@ -42,7 +42,7 @@ struct of_unreducible : minimal_collective<false> {
 
 TEST_SUITE("tree_collective") {
   TEST_CASE(
-      "the host model and a minimal one model the concept; a type without range "
+      "the host model and a minimal one model the concept, and a type without range "
       "reduction or of elements that cannot be summed does not") {
     static_assert(crema::tree_collective<crema::device_tree_reducer<float>>);
     static_assert(crema::tree_collective<crema::device_tree_reducer<double>>);

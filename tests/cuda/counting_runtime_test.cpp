@@ -233,7 +233,8 @@ failed_pass run_failing(upload_choice uploads, std::size_t producers, call c, st
 }  // namespace
 
 TEST_SUITE("cuda device_batch, failing runtime") {
-  TEST_CASE("a copy that fails stops the pass with an error naming it; no batch goes without it") {
+  TEST_CASE(
+      "a copy that fails stops the pass with an error naming it, and no batch goes without it") {
     crema::test::watchdog guard(60s, "device batches, a failed copy");
     const auto uploader = std::make_shared<uploader_type>(0);
     const std::pair<const char*, upload_choice> feeds[] = {
@@ -290,7 +291,7 @@ TEST_SUITE("cuda device_batch, failing runtime") {
     }
   }
 
-  TEST_CASE("a fault that fails every call after it stops the pass; nothing hangs or crashes") {
+  TEST_CASE("a fault that fails every call after it stops the pass, and nothing hangs or crashes") {
     crema::test::watchdog guard(60s, "device batches, a sticky fault");
     // As after a consumer kernel's illegal address: one call fails (a refill's wait for its
     // slot's last upload, a copy, a stream's wait, a record), then every call of every thread,

@@ -158,7 +158,8 @@ TEST_SUITE("cuda faults") {
   }
 
 #if defined(CREMA_FAULT_TEST_NVJPEG)
-  TEST_CASE("a consumer kernel's fault stops an nvjpeg_batcher's pipeline; its decoders go back") {
+  TEST_CASE(
+      "a consumer kernel's fault stops an nvjpeg_batcher's pipeline, and its decoders go back") {
     const crema::test::image_folder folder("nvjpeg-fault");
     // Each step goes to the log as it starts, and a child that hangs prints its main thread's
     // stack there: on an H100 (2026-11-27) this case hung after the fault, where these say.

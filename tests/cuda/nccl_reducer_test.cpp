@@ -118,7 +118,7 @@ TEST_SUITE("nccl_reducer, on the fake NCCL") {
     CHECK(fake::group_depth() == 0);
   }
 
-  TEST_CASE("a call NCCL refuses names its device; the group is closed and the next works") {
+  TEST_CASE("a call NCCL refuses names its device, and the group is closed and the next works") {
     const counting::devices_for_scope four_devices(4);
     buffers_on_devices buffers(4);
     crema::cuda::nccl_reducer<int> reducer(buffers.ids(), buffers.spans());

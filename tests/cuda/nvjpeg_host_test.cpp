@@ -359,7 +359,8 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(plan.size() == in.images.size());
   }
 
-  TEST_CASE("a JPEG that never reaches its end goes to the CPU path; bytes after the end do not") {
+  TEST_CASE(
+      "a JPEG that never reaches its end goes to the CPU path, and bytes after the end do not") {
     const auto bytes = [](std::initializer_list<unsigned> values) {
       std::vector<std::byte> out;
       for (const unsigned v : values) out.push_back(static_cast<std::byte>(v));
@@ -788,8 +789,8 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
   }
 
   TEST_CASE(
-      "a fault on one device stops a node's nvjpeg_batcher; only that device's nvJPEG objects are "
-      "left undestroyed") {
+      "a fault on one device stops a node's nvjpeg_batcher, and only that device's nvJPEG objects "
+      "are left undestroyed") {
     // After a kernel's fault on device 1, every call there fails for good and the other
     // devices' calls go on, as on a node of GPUs. The pass stops with the fault's error, named
     // with device 1, nothing hangs, and the teardown leaves device 1's nvJPEG objects

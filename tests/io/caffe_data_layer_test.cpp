@@ -424,7 +424,7 @@ TEST_SUITE("caffe data layer") {
   }
 
   TEST_CASE(
-      "host batches of bytes keep labels past 255; a label float labels cannot hold exactly "
+      "host batches of bytes keep labels past 255, and a label float labels cannot hold exactly "
       "stops the pass, naming its key") {
     crema::test::watchdog guard(60s, "data layer labels");
     scratch_directory scratch("layer-labels");

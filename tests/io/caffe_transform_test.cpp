@@ -322,7 +322,7 @@ TEST_SUITE("caffe_transform") {
   }
 
   TEST_CASE(
-      "training draws every crop offset and both mirrors; testing takes the centre, "
+      "training draws every crop offset and both mirrors, and testing takes the centre, "
       "unmirrored") {
     crema::caffe_transform_options options;
     options.crop_size = 5;

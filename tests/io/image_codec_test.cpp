@@ -76,7 +76,7 @@ TEST_SUITE("image") {
     }
   }
 
-  TEST_CASE("gray stays one channel unless three are asked for; colour to gray uses BT.601") {
+  TEST_CASE("gray stays one channel unless three are asked for, and colour to gray uses BT.601") {
     const auto gray_pixels = test_pixels(1, 4, 6);
     std::vector<std::byte> gray_png;
     crema::encode_png(planar(gray_pixels, 1, 4, 6), gray_png);

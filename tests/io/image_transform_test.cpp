@@ -375,7 +375,7 @@ TEST_SUITE("image_transform") {
 
   TEST_CASE(
       "colour jitter is torchvision's brightness, contrast and saturation, in the drawn "
-      "order, on the resampled values; without it nothing is drawn") {
+      "order, on the resampled values, and without it nothing is drawn") {
     const auto jpeg = read_bytes(test_data("coffee.jpg"));
     const crema::image_geometry geometry{{10, 20, 120, 160}, {10, 20, 120, 160}, 30, 40};
     constexpr std::size_t pixels = 30 * 40;
@@ -627,7 +627,8 @@ TEST_SUITE("image_batcher") {
   };
 
   TEST_CASE(
-      "batches of 8-bit samples keep labels past 255 exact; a label a batch cannot hold stops the "
+      "batches of 8-bit samples keep labels past 255 exact, and a label a batch cannot hold stops "
+      "the "
       "pass, naming the image") {
     crema::test::watchdog guard(60s, "image batcher labels");
     crema::test::scratch_directory scratch("batcher-labels");

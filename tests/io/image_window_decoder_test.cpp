@@ -315,7 +315,7 @@ TEST_SUITE("image_window_decoder") {
   }
 
   TEST_CASE(
-      "gray JPEGs give one channel as stored and three when asked; CMYK is converted as "
+      "gray JPEGs give one channel as stored and three when asked, and CMYK is converted as "
       "the whole-image decoder converts it") {
     const pixels photo = decode_whole(read_test_file("coffee.jpg"));
     const auto gray = encode(photo, TJSAMP_GRAY);

@@ -393,7 +393,7 @@ TEST_SUITE("lmdb") {
     }
   }
 
-  TEST_CASE("a source moved from still closes once; the moved-to one reads on") {
+  TEST_CASE("a source moved from still closes once, and the moved-to one reads on") {
     scratch_directory scratch("lmdb-move");
     const auto path = make_dataset(scratch.path() / "db", 8);
     crema::lmdb_source first(path);

@@ -156,7 +156,7 @@ TEST_SUITE("tools") {
 
   TEST_CASE(
       "convert writes beside OUT and renames: a failed or interrupted conversion leaves "
-      "nothing there, and says so; an existing OUT is refused") {
+      "nothing there, and says so, and an existing OUT is refused") {
     scratch_directory scratch("tool-convert-safely");
     const auto list = make_images(scratch.path());
     const std::string images = quoted(scratch.path() / "images");
@@ -233,7 +233,7 @@ TEST_SUITE("tools") {
     CHECK(again.output.find("exists already") != std::string::npos);
   }
 
-  TEST_CASE("crema-lmdb mean and stat agree with the records; dump lists keys") {
+  TEST_CASE("crema-lmdb mean and stat agree with the records, and dump lists keys") {
     scratch_directory scratch("tool-mean");
     const auto db = scratch.path() / "db";
     {
@@ -332,7 +332,7 @@ TEST_SUITE("tools") {
 
   TEST_CASE(
       "crema-feed --images reads a folder or a list through ImageNet-style input, beside a "
-      "decode-only loop of the same files; misused options are usage errors") {
+      "decode-only loop of the same files, and misused options are usage errors") {
     scratch_directory scratch("tool-feed-images");
     const auto list = make_images(scratch.path());
     const auto images = scratch.path() / "images";

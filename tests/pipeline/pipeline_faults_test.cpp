@@ -592,7 +592,7 @@ TEST_SUITE("pipeline faults: configuration") {
     make(std::chrono::milliseconds::max());
   }
 
-  TEST_CASE("a warm_refill_wait below 0 or past 1 s is refused; 0 and 1 s are accepted") {
+  TEST_CASE("a warm_refill_wait below 0 or past 1 s is refused, and 0 and 1 s are accepted") {
     const auto make = [](std::chrono::microseconds wait) {
       crema::double_buffered_pipeline pipe{numbers(10), identity, {.warm_refill_wait = wait}};
     };

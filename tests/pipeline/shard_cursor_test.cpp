@@ -147,7 +147,7 @@ TEST_SUITE("shard_cursor") {
     CHECK(cursor.world() == 2);
   }
 
-  TEST_CASE("shard, shuffle and set_epoch start the pass again; restart keeps the epoch") {
+  TEST_CASE("shard, shuffle and set_epoch start the pass again, and restart keeps the epoch") {
     crema::shard_cursor cursor(20);
     cursor.set_epoch(2);
     cursor.advance();

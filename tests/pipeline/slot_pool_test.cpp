@@ -229,7 +229,7 @@ TEST_SUITE("slot_pool wake-ups") {
     waiting.done.wait();
   }
 
-  TEST_CASE("while polled, a release resumes nobody; the poller's kick and stop_polling do") {
+  TEST_CASE("while polled, a release resumes nobody, and the poller's kick and stop_polling do") {
     crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool polled");
     two_waiters waiting(1);  // a pool that wakes a waiter per released slot
     waiting.pool.start_polling();
