@@ -13,7 +13,7 @@
 #include <vector>
 
 // Every member of both models of tree_collective compiles under nvcc.
-template class crema::cuda::cuda_p2p_reducer<float>;
+template class crema::cuda::basic_cuda_p2p_reducer<float, crema::cuda::thrust_elementwise>;
 template class crema::cuda::nccl_reducer<float>;
 
 namespace {

@@ -299,6 +299,16 @@ int device_of_allocation(const void* pointer) {
   return found != allocations.end() ? found->second.device : current;
 }
 
+// The device of the device memory that `pointer` points into; -1 where it points into none.
+int device_of_memory(const void* pointer) {
+  const auto at = reinterpret_cast<std::uintptr_t>(pointer);
+  const std::lock_guard lock(allocations_lock);
+  auto after = allocations.upper_bound(at);
+  if (after == allocations.begin()) return -1;
+  const auto& [start, made] = *std::prev(after);
+  return at < start + made.bytes && made.type == cudaMemoryTypeDevice ? made.device : -1;
+}
+
 }  // namespace
 
 crema::test::counting_cuda::held_objects crema::test::counting_cuda::held() {
@@ -433,6 +443,29 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* destination, const void* source, siz
     return error;
   }
   if (!is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  const stream_call on(stream);
+  std::memcpy(destination, source, bytes);
+  return cudaSuccess;
+}
+
+// A peer copy names both devices: memory given for another device than the one named is refused,
+// as mixing devices is.
+cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* destination, int destination_device,
+                                          const void* source, int source_device, size_t bytes,
+                                          cudaStream_t stream) {
+  if (const cudaError_t error = enter(call::memcpy_async, device_of_stream(stream))) {
+    return error;
+  }
+  if (!is_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  const int count = devices.load(std::memory_order_relaxed);
+  if (destination_device < 0 || destination_device >= count || source_device < 0 ||
+      source_device >= count) {
+    return fail(cudaErrorInvalidDevice);
+  }
+  if (device_of_memory(destination) != destination_device ||
+      device_of_memory(source) != source_device) {
+    return refuse_across_devices();
+  }
   const stream_call on(stream);
   std::memcpy(destination, source, bytes);
   return cudaSuccess;

@@ -18,7 +18,7 @@ namespace crema::test::counting_cuda {
 
 /// The runtime calls counted.
 enum class call : std::size_t {
-  memcpy_async,        // cudaMemcpyAsync
+  memcpy_async,        // cudaMemcpyAsync, cudaMemcpyPeerAsync
   memcpy,              // cudaMemcpy, cudaMemset
   event_record,        // cudaEventRecord
   stream_wait_event,   // cudaStreamWaitEvent
