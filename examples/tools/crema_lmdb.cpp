@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -263,7 +264,12 @@ int convert(const crema::tools::arguments& args) {
         crema::encode_datum(fields, value);
       }
       writer.put(key, value);
-      if ((i + 1) % 1000 == 0) fmt::print("processed {} files\n", i + 1);
+      if ((i + 1) % 1000 == 0) {
+        // At once, also into a log file (where stdout is block-buffered): a progress line that
+        // comes a few thousand files late tells nobody how far the conversion is.
+        fmt::print("processed {} files\n", i + 1);
+        std::fflush(stdout);
+      }
     }
     writer.finish();
   } catch (const crema::error&) {
