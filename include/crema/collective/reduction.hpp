@@ -94,5 +94,13 @@ void check_buffers(const char* collective, const Buffers& buffers, std::size_t p
   }
 }
 
+// `check_buffers`, for a constructor's initializer list: the buffers, once checked.
+template <class Buffers>
+[[nodiscard]] Buffers checked_buffers(const char* collective, Buffers buffers,
+                                      std::size_t participants) {
+  check_buffers(collective, buffers, participants);
+  return buffers;
+}
+
 }  // namespace detail
 }  // namespace crema

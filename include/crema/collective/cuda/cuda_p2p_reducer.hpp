@@ -14,9 +14,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <concepts>
 #include <cstddef>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace crema::cuda {
@@ -65,7 +65,7 @@ class basic_cuda_p2p_reducer {
   basic_cuda_p2p_reducer(tree_topology tree, std::vector<device_span<T>> buffers,
                          std::size_t chunk_elements = std::size_t{1} << 20)
       : tree_(std::move(tree)),
-        buffers_(checked(std::move(buffers), tree_.size())),
+        buffers_(crema::detail::checked_buffers(name, std::move(buffers), tree_.size())),
         chunk_(chunk_elements),
         workspace_(tree_, std::min(this->chunk_elements(), buffers_[0].size())) {}
   basic_cuda_p2p_reducer(const basic_cuda_p2p_reducer&) = delete;
@@ -121,12 +121,6 @@ class basic_cuda_p2p_reducer {
 
  private:
   static constexpr const char* name = "cuda_p2p_reducer";
-
-  static std::vector<device_span<T>> checked(std::vector<device_span<T>> buffers,
-                                             std::size_t participants) {
-    crema::detail::check_buffers(name, buffers, participants);
-    return buffers;
-  }
 
   [[nodiscard]] std::size_t chunk_elements() const noexcept {
     return chunk_ != 0 ? chunk_ : std::max<std::size_t>(1, buffers_[0].size());

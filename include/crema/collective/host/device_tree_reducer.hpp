@@ -112,7 +112,7 @@ class device_tree_reducer {
                       std::shared_ptr<Backend> backend = nullptr,
                       std::size_t block_elements = default_block_elements)
       : tree_(std::move(tree)),
-        buffers_(checked(std::move(buffers), tree_.size())),
+        buffers_(detail::checked_buffers(name, std::move(buffers), tree_.size())),
         backend_(backend ? std::move(backend) : std::make_shared<Backend>()),
         sum_(tree_, block_for(block_elements, buffers_[0].size())),
         scratch_(scratch_elements(block_elements)),
@@ -214,12 +214,6 @@ class device_tree_reducer {
 
  private:
   static constexpr const char* name = "device_tree_reducer";
-
-  static std::vector<std::span<T>> checked(std::vector<std::span<T>> buffers,
-                                           std::size_t participants) {
-    detail::check_buffers(name, buffers, participants);
-    return buffers;
-  }
 
   // A block never needs to be longer than the buffers: the sums do not depend on it.
   static std::size_t block_for(std::size_t requested, std::size_t elements) {

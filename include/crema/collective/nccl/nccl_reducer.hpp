@@ -104,7 +104,7 @@ class nccl_reducer {
   ///         was made before a failure is destroyed.
   nccl_reducer(std::vector<int> devices, std::vector<device_span<T>> buffers)
       : devices_(std::move(devices)),
-        buffers_(checked(std::move(buffers), devices_.size())),
+        buffers_(crema::detail::checked_buffers(name, std::move(buffers), devices_.size())),
         comms_(devices_) {
     streams_.reserve(devices_.size());
     for (const int device : devices_) streams_.emplace_back(device);
@@ -156,12 +156,6 @@ class nccl_reducer {
   static ncclRedOp_t nccl_op(reduction op) { return op == reduction::average ? ncclAvg : ncclSum; }
 
   static constexpr const char* name = "nccl_reducer";
-
-  static std::vector<device_span<T>> checked(std::vector<device_span<T>> buffers,
-                                             std::size_t participants) {
-    crema::detail::check_buffers(name, buffers, participants);
-    return buffers;
-  }
 
   // Makes `call(i)` for every participant inside one NCCL group. A call that throws ends the
   // group first: a group left open would swallow the next operation's calls into it.
