@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -299,14 +300,21 @@ int device_of_allocation(const void* pointer) {
   return found != allocations.end() ? found->second.device : current;
 }
 
-// The device of the device memory that `pointer` points into; -1 where it points into none.
-int device_of_memory(const void* pointer) {
+// The allocation that `pointer` points into, if any.
+std::optional<allocation> allocation_holding(const void* pointer) {
   const auto at = reinterpret_cast<std::uintptr_t>(pointer);
   const std::lock_guard lock(allocations_lock);
   auto after = allocations.upper_bound(at);
-  if (after == allocations.begin()) return -1;
+  if (after == allocations.begin()) return std::nullopt;
   const auto& [start, made] = *std::prev(after);
-  return at < start + made.bytes && made.type == cudaMemoryTypeDevice ? made.device : -1;
+  if (at >= start + made.bytes) return std::nullopt;
+  return made;
+}
+
+// The device of the device memory that `pointer` points into; -1 where it points into none.
+int device_of_memory(const void* pointer) {
+  const std::optional<allocation> made = allocation_holding(pointer);
+  return made && made->type == cudaMemoryTypeDevice ? made->device : -1;
 }
 
 }  // namespace
@@ -413,15 +421,9 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes
                                                const void* pointer) {
   *attributes = {};
   attributes->type = cudaMemoryTypeUnregistered;
-  const auto at = reinterpret_cast<std::uintptr_t>(pointer);
-  const std::lock_guard lock(allocations_lock);
-  auto after = allocations.upper_bound(at);
-  if (after != allocations.begin()) {
-    const auto& [start, allocation] = *std::prev(after);
-    if (at < start + allocation.bytes) {
-      attributes->type = allocation.type;
-      attributes->device = allocation.device;
-    }
+  if (const std::optional<allocation> made = allocation_holding(pointer)) {
+    attributes->type = made->type;
+    attributes->device = made->device;
   }
   return cudaSuccess;
 }
