@@ -116,3 +116,14 @@ void check_resumes_exactly(const MakeSource& make_source, const Hash& hash,
 }
 
 }  // namespace crema::test
+
+// A failed check on a position prints it: "{batch 4, epoch 0, position 16}".
+template <>
+struct doctest::StringMaker<crema::pipeline_position> {
+  static doctest::String convert(const crema::pipeline_position& at) {
+    const std::string text = "{batch " + std::to_string(at.batch) + ", epoch " +
+                             std::to_string(at.epoch) + ", position " +
+                             std::to_string(at.position) + "}";
+    return doctest::String(text.c_str());
+  }
+};

@@ -11,12 +11,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -46,6 +50,32 @@ std::vector<std::size_t> random_stops(std::size_t pulls, std::size_t count, unsi
 auto shuffled_vector() {
   return [] { return crema::vector_source<int>(numbers(23)).shuffle(11); };
 }
+
+// A vector source that runs `at_end` the first time it finds its pass over, before it says so:
+// lets a test hold the end of the pass until the pipeline is where it wants it.
+class end_hook_source {
+ public:
+  using record_type = int;
+  static constexpr bool records_are_stable = true;
+
+  end_hook_source(std::vector<int> records, std::function<void()> at_end)
+      : inner_(std::move(records)), at_end_(std::move(at_end)) {}
+
+  const int* next() {
+    const int* record = inner_.next();
+    if (record == nullptr && at_end_) std::exchange(at_end_, {})();
+    return record;
+  }
+  void rewind() { inner_.rewind(); }
+  void shard(std::size_t rank, std::size_t world) { inner_.shard(rank, world); }
+  [[nodiscard]] crema::record_position position() const { return inner_.position(); }
+  void seek(crema::record_position position) { inner_.seek(position); }
+  [[nodiscard]] std::string key() const { return inner_.key(); }
+
+ private:
+  crema::vector_source<int> inner_;
+  std::function<void()> at_end_;
+};
 
 }  // namespace
 
@@ -93,6 +123,50 @@ TEST_SUITE("pipeline resume") {
                                            {0, 1, 2, 3, 4, 5});
       }
     }
+  }
+
+  TEST_CASE("a batch not yet pulled keeps its resume point while the pass ends behind it") {
+    crema::test::watchdog guard(std::chrono::seconds(30), "pipeline resume at the end");
+    // 18 records in batches of 4: batches 0 to 3, then records 16 and 17, dropped. The consumer
+    // takes three; batch 3 waits for it in one slot while the dropped batch is claimed in the
+    // other, and the end of the pass is held until the second producer waits for that slot.
+    // Handed the slot, it claims a batch 5 that finds the pass over and gives the slot back.
+    std::function<std::size_t()> producers_waiting;
+    std::atomic<bool> other_producer_waited{false};
+    std::atomic<bool> end_held{false};
+    const auto hold_the_end = [&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (producers_waiting() == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      other_producer_waited.store(producers_waiting() != 0);
+      end_held.store(true);
+    };
+    crema::double_buffered_pipeline pipe{end_hook_source(numbers(18), hold_the_end),
+                                         [](int record) { return record; },
+                                         {.batch_size = 4,
+                                          .prefetch = 2,
+                                          .producers = 2,
+                                          .threads = 2,
+                                          .consumers = 1,
+                                          .mode = pipeline_mode::single_pass,
+                                          .last_batch = partial_batch::drop,
+                                          .ordered = true}};
+    producers_waiting = [&pipe] { return pipe.stats().waiting_producers; };
+    auto consumer = pipe.consumer(0);
+    for (int batch = 0; batch < 3; ++batch) {
+      const auto lease = consumer.pull();
+      REQUIRE(lease);
+    }
+    // Both producers are done once the end was held and the empty claim gave its slot back (the
+    // dropped batch's went to it: none is free between).
+    while (!end_held.load() || pipe.stats().free_slots != 1) std::this_thread::yield();
+    CHECK(other_producer_waited.load());
+    CHECK(pipe.position() == crema::pipeline_position{3, 0, 12});
+    const auto last = consumer.pull();
+    REQUIRE(last);
+    CHECK((*last)[0] == 12);
+    CHECK_FALSE(consumer.pull());
   }
 
   TEST_CASE("indexed and generator sources resume exactly, sharded and shuffled") {

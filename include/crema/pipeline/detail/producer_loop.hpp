@@ -64,8 +64,10 @@ class producer_loop {
 
   // Where batch `ticket` starts: noted when its claim began, or, for a batch not yet claimed
   // (claims go in ticket order, so it is the next), where the reader stands. Exact for the
-  // lowest batch not yet delivered: every batch claimed after it holds one of the consumers'
-  // slots, so fewer than `starts_.size()` of them are between, and its note stays.
+  // lowest batch not yet delivered: a batch of its consumer claimed after it either holds one of
+  // that consumer's `prefetch` slots, so too few of them are between to come round to its note,
+  // or read nothing it keeps (the pass was over, or the run stopping) and put back the note it
+  // replaced when it gave its slot back; for such a batch, the reader's position serves.
   pipeline_position start_of(std::uint64_t ticket) const {
     std::scoped_lock lock(reader_.mutex);
     const claim_start& noted = starts_[ticket % starts_.size()];
@@ -292,13 +294,16 @@ class producer_loop {
     const record_position start = reader_.source.position();
     progress.begin(producer_phase::reading, ticket);
     progress.record(reader_.epoch, start);
-    starts_[ticket % starts_.size()] = {ticket, reader_.epoch, start};
+    claim_start& note = starts_[ticket % starts_.size()];
+    const claim_start replaced = note;
+    note = {ticket, reader_.epoch, start};
     slot.size = 0;
     slot.padding = 0;
     slot.epoch = reader_.epoch;
     slot.first_position = start;
     while (slot.size < options_.batch_size) {
       if (stopping_.stop_requested()) {
+        if (slot.size == 0) note = replaced;  // nothing read: the reader stands at its start
         slot.size = 0;
         return;
       }
@@ -311,6 +316,9 @@ class producer_loop {
         if (options_.mode == pipeline_mode::single_pass) {
           reader_.exhausted.store(true, std::memory_order_release);
           finish_last_batch(slot);
+          // Nothing to hand on (dropped, or claimed past the end): resumed at the reader's
+          // position, which is the end, the pass ends at once, as it does here.
+          if (slot.size == 0) note = replaced;
           break;
         }
         reader_.source.rewind();
