@@ -201,10 +201,29 @@ TEST_SUITE("mpi_reducer") {
     const world job;
     if (job.ranks < 2) return;
     std::vector<std::vector<float>> buffers(1, std::vector<float>(job.rank == 1 ? 11 : 10));
+    const crema::test::traced_comm comm;
     CHECK_THROWS_WITH_AS(
-        (crema::mpi::mpi_reducer<float>(MPI_COMM_WORLD, local_tree(1),
-                                        crema::test::spans_of(buffers), {.timeout = 10s})),
+        (crema::mpi::mpi_reducer<float>(comm.get(), local_tree(1), crema::test::spans_of(buffers),
+                                        {.timeout = 10s})),
         doctest::Contains("rank 1 at its construct of elements [0, 11)"), crema::mpi_error);
+    // The communicator it had made for itself is freed, though no destructor ran.
+    CHECK(comm.duplicates() == 1);
+    CHECK(comm.duplicates_freed() == 1);
+  }
+
+  TEST_CASE("a reducer frees the communicator it made when it goes, and only then") {
+    const world job;
+    std::vector<std::vector<float>> buffers(1, std::vector<float>(5, 1.0f));
+    const crema::test::traced_comm comm;
+    {
+      crema::mpi::mpi_reducer<float> reducer(comm.get(), local_tree(1),
+                                             crema::test::spans_of(buffers), {.timeout = 10s});
+      reducer.allreduce();
+      CHECK(comm.duplicates() == 1);
+      CHECK(comm.duplicates_freed() == 0);
+    }
+    CHECK(comm.duplicates_freed() == 1);
+    CHECK(buffers[0][0] == static_cast<float>(job.ranks));
   }
 
   TEST_CASE("a rank that goes silent makes the others fail within their timeout, naming it") {

@@ -125,11 +125,11 @@ class mpi_reducer {
       crema::detail::fail<config_error>(
           "mpi_reducer: across_ranks::allreduce needs float, double, int32 or int64 elements");
     }
-    detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    comm_ = detail::owned_comm(comm);
     // A message another rank sent wrong (longer than the receive, say) is an error to name, not
     // a reason for MPI to end the job.
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    detail::failure_board::of_this_process().join(comm_);
+    seat_ = detail::board_seat(comm_);
     int rank = 0;
     int ranks = 1;
     MPI_Comm_rank(comm_, &rank);
@@ -142,22 +142,10 @@ class mpi_reducer {
         tree_topology::build(rank_ids, [](int, int) { return true; }));
     chunk_.resize(std::min(options_.chunk_elements, std::max<std::size_t>(1, local_.size())));
     incoming_.resize(chunk_.size());
-    try {
-      agree(operation::construct, 0, local_.size(), 0);
-    } catch (...) {
-      detail::failure_board::of_this_process().leave(comm_);
-      MPI_Comm_free(&comm_);  // no destructor runs for a constructor that throws
-      throw;
-    }
+    agree(operation::construct, 0, local_.size(), 0);
   }
   mpi_reducer(const mpi_reducer&) = delete;
   mpi_reducer& operator=(const mpi_reducer&) = delete;
-  ~mpi_reducer() {
-    detail::failure_board::of_this_process().leave(comm_);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
 
   /// @return all participants, on every rank
   [[nodiscard]] std::size_t participants() const noexcept { return ranks_ * local_.participants(); }
@@ -824,7 +812,8 @@ class mpi_reducer {
   device_tree_reducer<T> local_;
   tree_topology local_tree_;
   reducer_options options_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::owned_comm comm_;
+  detail::board_seat seat_;  // after comm_: off the board before it is freed
   std::size_t rank_ = 0;
   std::size_t ranks_ = 1;
   std::unique_ptr<tree_topology> rank_tree_;

@@ -101,9 +101,12 @@ TEST_SUITE("parameter_server") {
     const world job;
     if (job.ranks != 1) return;
     std::vector<float> w(4);
-    CHECK_THROWS_WITH_AS(crema::mpi::parameter_server<float>(MPI_COMM_WORLD, w),
+    const crema::test::traced_comm comm;
+    CHECK_THROWS_WITH_AS(crema::mpi::parameter_server<float>(comm.get(), w),
                          doctest::Contains("needs a server and at least one client"),
                          crema::config_error);
+    CHECK(comm.duplicates() == 1);  // made to ask its size, and freed again
+    CHECK(comm.duplicates_freed() == 1);
   }
 
   TEST_CASE(
@@ -313,11 +316,12 @@ TEST_SUITE("parameter_server") {
     std::vector<float> w(job.rank == 1 ? 17 : 16, 0.0f);
     const std::string expected =
         "rank 1 has 17 parameters of 4 bytes; the server on rank 0 has 16 of 4 bytes";
+    const crema::test::traced_comm comm;
     if (job.rank == 0) {
-      crema::mpi::parameter_server<float> server(MPI_COMM_WORLD, w, {}, options);
+      crema::mpi::parameter_server<float> server(comm.get(), w, {}, options);
       CHECK_THROWS_WITH_AS(server.serve(10), doctest::Contains(expected.c_str()), crema::mpi_error);
     } else {
-      crema::mpi::ps_client<float> client(MPI_COMM_WORLD, w, options);
+      crema::mpi::ps_client<float> client(comm.get(), w, options);
       // A client that got work before the refusal answers it; then it hears the refusal.
       std::vector<float> gradient(w.size());
       const auto refused = [&] {
@@ -326,6 +330,9 @@ TEST_SUITE("parameter_server") {
       };
       CHECK_THROWS_WITH_AS(refused(), doctest::Contains(expected.c_str()), crema::mpi_error);
     }
+    // Server and clients alike free the communicator they made, refused or not.
+    CHECK(comm.duplicates() == 1);
+    CHECK(comm.duplicates_freed() == 1);
     MPI_Barrier(MPI_COMM_WORLD);
   }
 

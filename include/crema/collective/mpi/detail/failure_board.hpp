@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace crema::mpi::detail {
@@ -140,6 +141,31 @@ class failure_board {
   int waiting_for_ = -1;
   std::deque<failure_notice> notices_;
   std::deque<waiting_reply> replies_;
+};
+
+// A communicator's place on this process's board while it lives: joined when made, left when it
+// goes. Declared after the communicator it holds, so that it leaves before that is freed.
+class board_seat {
+ public:
+  board_seat() noexcept = default;
+  explicit board_seat(MPI_Comm comm) : comm_(comm) { failure_board::of_this_process().join(comm); }
+  board_seat(board_seat&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
+  board_seat& operator=(board_seat&& other) noexcept {
+    if (this != &other) {
+      leave();
+      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+    }
+    return *this;
+  }
+  ~board_seat() { leave(); }
+
+ private:
+  void leave() noexcept {
+    if (comm_ != MPI_COMM_NULL) failure_board::of_this_process().leave(comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
 }  // namespace crema::mpi::detail

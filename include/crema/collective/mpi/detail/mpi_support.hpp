@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // What crema's MPI components share: errors from MPI's codes, element types, and bounded waits.
@@ -30,6 +31,38 @@ inline void check(int code, const char* call) {
   MPI_Error_string(code, text, &length);
   crema::detail::fail_with_code<mpi_error>(code, "{} failed: {}", call, std::string(text, length));
 }
+
+// A communicator crema made for itself, a duplicate of the user's (so that its messages never
+// meet theirs), freed when it goes: a constructor that throws after the duplicate leaks nothing.
+// Freed only while MPI runs (after MPI_Finalize, nothing is left to free). Converts to MPI_Comm
+// for MPI's calls, as the handle it holds.
+class owned_comm {
+ public:
+  owned_comm() noexcept = default;
+  // Duplicates `comm`; collective over it, as MPI_Comm_dup is.
+  explicit owned_comm(MPI_Comm comm) { check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup"); }
+  owned_comm(owned_comm&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
+  owned_comm& operator=(owned_comm&& other) noexcept {
+    if (this != &other) {
+      reset();
+      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+    }
+    return *this;
+  }
+  ~owned_comm() { reset(); }
+
+  operator MPI_Comm() const noexcept { return comm_; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  void reset() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
 
 template <class T>
 MPI_Datatype mpi_type() {

@@ -63,10 +63,7 @@ class ps_client {
   }
   ps_client(const ps_client&) = delete;
   ps_client& operator=(const ps_client&) = delete;
-  ~ps_client() {
-    detail::abandon(send_);
-    detail::free_communicator(comm_);
-  }
+  ~ps_client() { detail::abandon(send_); }
 
   /// @brief Waits for the server's parameters and this client's next iteration.
   /// @return the iteration to compute, or nothing once the server shut down (the final
@@ -156,7 +153,7 @@ class ps_client {
   std::span<T> parameters_;
   ps_options options_;
   diff_encoder<T> encoder_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::owned_comm comm_;
   std::uint64_t session_ = 0;
   std::vector<std::byte> foreign_;  // where a foreign message's parameters are dropped
   int rank_ = 0;

@@ -84,7 +84,6 @@ class parameter_server {
   parameter_server& operator=(const parameter_server&) = delete;
   ~parameter_server() {
     for (auto& send : sends_) detail::abandon(send.request);
-    detail::free_communicator(comm_);
   }
 
   /// @brief Serves `iterations` iterations, then shuts every client down (they get the final
@@ -383,7 +382,7 @@ class parameter_server {
   std::span<T> parameters_;
   Policy policy_;
   ps_options options_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::owned_comm comm_;
   std::uint64_t session_ = 0;
   std::vector<T> sum_;  // of the diffs of this update
   std::size_t contributors_ = 0;

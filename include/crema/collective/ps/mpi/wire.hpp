@@ -75,8 +75,8 @@ inline std::uint64_t agree_on_session(MPI_Comm comm, int server) {
 
 // Duplicates `comm` (collective) and checks the job's shape and the server's rank.
 template <class T>
-MPI_Comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& options,
-                         const char* component, bool server) {
+owned_comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& options,
+                           const char* component, bool server) {
   require_thread_level(component);
   survive_dead_peers();
   diff_encoder<T>::validate(count, options.diffs);
@@ -92,8 +92,7 @@ MPI_Comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& opt
         "wait",
         component, options.wait.count(), options.lost_after.count(), options.timeout.count());
   }
-  MPI_Comm own = MPI_COMM_NULL;
-  check(MPI_Comm_dup(comm, &own), "MPI_Comm_dup");
+  owned_comm own(comm);
   int rank = 0;
   int ranks = 1;
   MPI_Comm_rank(own, &rank);
@@ -110,17 +109,8 @@ MPI_Comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& opt
     problem = fmt::format("{}: made on rank {} while the server is rank {}", component, rank,
                           options.server);
   }
-  if (!problem.empty()) {
-    MPI_Comm_free(&own);
-    crema::detail::fail<config_error>("{}", problem);
-  }
+  if (!problem.empty()) crema::detail::fail<config_error>("{}", problem);
   return own;
-}
-
-inline void free_communicator(MPI_Comm& comm) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }
 
 // Cancels and frees a request that may still be in flight (a peer that is gone never takes it).
