@@ -162,6 +162,7 @@ TEST_SUITE("pipeline resume") {
     // dropped batch's went to it: none is free between).
     while (!end_held.load() || pipe.stats().free_slots != 1) std::this_thread::yield();
     CHECK(other_producer_waited.load());
+    CHECK(pipe.stats().queued_batches == 1);  // batch 3; the end of the pass behind it is none
     CHECK(pipe.position() == crema::pipeline_position{3, 0, 12});
     const auto last = consumer.pull();
     REQUIRE(last);

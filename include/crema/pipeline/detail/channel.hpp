@@ -5,6 +5,7 @@
 #include <crema/pipeline/lease.hpp>
 #include <crema/pipeline/queue_pair.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,7 +51,25 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
     return lease<channel>(std::move(owner), slot);
   }
 
-  [[nodiscard]] std::size_t queued() const override { return this->full_count(); }
+  // The end of a single pass, after the consumer's last batch: `batches`, how many it was
+  // handed, rides on a marker through the full queue.
+  void push_end(std::uint64_t batches) {
+    end_marker.sequence = batches;
+    this->push(&end_marker);
+    end_queued.store(true, std::memory_order_relaxed);
+  }
+  // The consumer's pull took the marker; returns the total.
+  std::uint64_t took_end() noexcept {
+    end_queued.store(false, std::memory_order_relaxed);
+    return end_marker.sequence;
+  }
+
+  // The batches in the full queue; the end marker is none.
+  [[nodiscard]] std::size_t queued() const override {
+    const std::size_t full = this->full_count();
+    const std::size_t markers = end_queued.load(std::memory_order_relaxed) ? 1 : 0;
+    return full > markers ? full - markers : 0;
+  }
   [[nodiscard]] std::int64_t free_now() const noexcept override {
     return this->free_slots().available();
   }
@@ -76,6 +95,7 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
   std::uint64_t delivered = 0;
   std::optional<std::uint64_t> total;
   Slot end_marker{typename Slot::marker_tag{}};  // `sequence` is the consumer's total
+  std::atomic<bool> end_queued{false};           // the marker is in the full queue
 };
 
 }  // namespace crema::detail

@@ -118,7 +118,7 @@ class delivery {
       }
       if (slot == nullptr) continue;  // woken by stop: the checks above answer
       if (slot == &target.end_marker) {
-        target.total = slot->sequence;
+        target.total = target.took_end();
         continue;
       }
       if (options_.ordered && slot->sequence != target.next_sequence) {

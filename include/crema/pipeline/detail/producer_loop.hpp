@@ -364,8 +364,7 @@ class producer_loop {
     run_.producer_ends([&]() noexcept {
       try {
         for (const auto& target : channels_) {
-          target->end_marker.sequence = target->handed_on.load(std::memory_order_relaxed);
-          target->push(&target->end_marker);
+          target->push_end(target->handed_on.load(std::memory_order_relaxed));
         }
       } catch (...) {
         run_.fail(std::current_exception(),
