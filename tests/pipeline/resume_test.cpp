@@ -53,27 +53,18 @@ auto shuffled_vector() {
 
 // A vector source that runs `at_end` the first time it finds its pass over, before it says so:
 // lets a test hold the end of the pass until the pipeline is where it wants it.
-class end_hook_source {
+class end_hook_source : public crema::vector_source<int> {
  public:
-  using record_type = int;
-  static constexpr bool records_are_stable = true;
-
   end_hook_source(std::vector<int> records, std::function<void()> at_end)
-      : inner_(std::move(records)), at_end_(std::move(at_end)) {}
+      : crema::vector_source<int>(std::move(records)), at_end_(std::move(at_end)) {}
 
   const int* next() {
-    const int* record = inner_.next();
+    const int* record = crema::vector_source<int>::next();
     if (record == nullptr && at_end_) std::exchange(at_end_, {})();
     return record;
   }
-  void rewind() { inner_.rewind(); }
-  void shard(std::size_t rank, std::size_t world) { inner_.shard(rank, world); }
-  [[nodiscard]] crema::record_position position() const { return inner_.position(); }
-  void seek(crema::record_position position) { inner_.seek(position); }
-  [[nodiscard]] std::string key() const { return inner_.key(); }
 
  private:
-  crema::vector_source<int> inner_;
   std::function<void()> at_end_;
 };
 
