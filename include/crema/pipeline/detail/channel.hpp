@@ -55,8 +55,10 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
   // handed, rides on a marker through the full queue.
   void push_end(std::uint64_t batches) {
     end_marker.sequence = batches;
-    this->push(&end_marker);
+    // Noted first: a pull may take the marker as soon as it is pushed, and must find the note
+    // there to clear.
     end_queued.store(true, std::memory_order_relaxed);
+    this->push(&end_marker);
   }
   // The consumer's pull took the marker; returns the total.
   std::uint64_t took_end() noexcept {
