@@ -108,28 +108,9 @@ class mpi_reducer {
               reducer_options options = {}, std::shared_ptr<host_threads> backend = nullptr)
       : local_(local_tree, std::move(local_buffers), std::move(backend)),
         local_tree_(std::move(local_tree)),
-        options_(options) {
-    detail::require_thread_level(name);
-    detail::survive_dead_peers();
-    if (options_.timeout <= std::chrono::milliseconds::zero()) {
-      crema::detail::fail<config_error>("mpi_reducer: timeout must be positive, got {} ms",
-                                        options_.timeout.count());
-    }
-    if (options_.chunk_elements == 0 ||
-        options_.chunk_elements > static_cast<std::size_t>(INT_MAX) / sizeof(T)) {
-      crema::detail::fail<config_error>(
-          "mpi_reducer: chunk_elements must be between 1 and {} for elements of {} bytes, got {}",
-          static_cast<std::size_t>(INT_MAX) / sizeof(T), sizeof(T), options_.chunk_elements);
-    }
-    if (options_.across == across_ranks::allreduce && detail::mpi_type<T>() == MPI_DATATYPE_NULL) {
-      crema::detail::fail<config_error>(
-          "mpi_reducer: across_ranks::allreduce needs float, double, int32 or int64 elements");
-    }
-    comm_ = detail::owned_comm(comm);
-    // A message another rank sent wrong (longer than the receive, say) is an error to name, not
-    // a reason for MPI to end the job.
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    seat_ = detail::board_seat(comm_);
+        options_(options),
+        comm_(duplicate(comm, options_)),
+        seat_(comm_) {
     int rank = 0;
     int ranks = 1;
     MPI_Comm_rank(comm_, &rank);
@@ -223,6 +204,31 @@ class mpi_reducer {
 
  private:
   static constexpr const char* name = "mpi_reducer";
+
+  // Checks MPI's thread level and the options, then makes the reducer's own communicator.
+  static detail::owned_comm duplicate(MPI_Comm comm, const reducer_options& options) {
+    detail::require_thread_level(name);
+    detail::survive_dead_peers();
+    if (options.timeout <= std::chrono::milliseconds::zero()) {
+      crema::detail::fail<config_error>("mpi_reducer: timeout must be positive, got {} ms",
+                                        options.timeout.count());
+    }
+    if (options.chunk_elements == 0 ||
+        options.chunk_elements > static_cast<std::size_t>(INT_MAX) / sizeof(T)) {
+      crema::detail::fail<config_error>(
+          "mpi_reducer: chunk_elements must be between 1 and {} for elements of {} bytes, got {}",
+          static_cast<std::size_t>(INT_MAX) / sizeof(T), sizeof(T), options.chunk_elements);
+    }
+    if (options.across == across_ranks::allreduce && detail::mpi_type<T>() == MPI_DATATYPE_NULL) {
+      crema::detail::fail<config_error>(
+          "mpi_reducer: across_ranks::allreduce needs float, double, int32 or int64 elements");
+    }
+    detail::owned_comm own(comm);
+    // A message another rank sent wrong (longer than the receive, say) is an error to name, not
+    // a reason for MPI to end the job.
+    MPI_Comm_set_errhandler(own, MPI_ERRORS_RETURN);
+    return own;
+  }
 
   using operation = detail::reducer_operation;
   static const char* operation_name(std::uint64_t op) {

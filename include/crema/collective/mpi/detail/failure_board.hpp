@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <utility>
 #include <vector>
 
 namespace crema::mpi::detail {
@@ -147,25 +146,13 @@ class failure_board {
 // goes. Declared after the communicator it holds, so that it leaves before that is freed.
 class board_seat {
  public:
-  board_seat() noexcept = default;
   explicit board_seat(MPI_Comm comm) : comm_(comm) { failure_board::of_this_process().join(comm); }
-  board_seat(board_seat&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
-  board_seat& operator=(board_seat&& other) noexcept {
-    if (this != &other) {
-      leave();
-      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
-    }
-    return *this;
-  }
-  ~board_seat() { leave(); }
+  board_seat(const board_seat&) = delete;
+  board_seat& operator=(const board_seat&) = delete;
+  ~board_seat() { failure_board::of_this_process().leave(comm_); }
 
  private:
-  void leave() noexcept {
-    if (comm_ != MPI_COMM_NULL) failure_board::of_this_process().leave(comm_);
-    comm_ = MPI_COMM_NULL;
-  }
-
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm comm_;
 };
 
 }  // namespace crema::mpi::detail

@@ -38,29 +38,19 @@ inline void check(int code, const char* call) {
 // for MPI's calls, as the handle it holds.
 class owned_comm {
  public:
-  owned_comm() noexcept = default;
   // Duplicates `comm`; collective over it, as MPI_Comm_dup is.
   explicit owned_comm(MPI_Comm comm) { check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup"); }
   owned_comm(owned_comm&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
-  owned_comm& operator=(owned_comm&& other) noexcept {
-    if (this != &other) {
-      reset();
-      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
-    }
-    return *this;
+  owned_comm& operator=(owned_comm&&) = delete;
+  ~owned_comm() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
-  ~owned_comm() { reset(); }
 
   operator MPI_Comm() const noexcept { return comm_; }  // NOLINT(google-explicit-constructor)
 
  private:
-  void reset() noexcept {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-    comm_ = MPI_COMM_NULL;
-  }
-
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
