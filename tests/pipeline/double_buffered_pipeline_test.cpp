@@ -146,6 +146,38 @@ TEST_SUITE("double_buffered_pipeline") {
     }
   }
 
+  TEST_CASE("a batch an ordered consumer took ahead of its turn still counts as queued") {
+    watchdog guard(30s, "ordered queued");
+    crema::test::gate first_record;
+    const auto held_first = [&](const int& record) {
+      if (record == 0) first_record.wait();
+      return record;
+    };
+    crema::double_buffered_pipeline pipe{numbers(8),
+                                         held_first,
+                                         {.batch_size = 4,
+                                          .prefetch = 2,
+                                          .producers = 2,
+                                          .threads = 2,
+                                          .mode = pipeline_mode::single_pass,
+                                          .ordered = true}};
+    // Batch 1 is finished while batch 0 waits in its transform.
+    while (pipe.stats().queued_batches == 0) std::this_thread::sleep_for(1ms);
+    auto consumer = pipe.consumer(0);
+    CHECK_FALSE(consumer.try_pull());  // takes batch 1 into the reorder window: not its turn
+    const crema::pipeline_stats early = pipe.stats();
+    CHECK(early.queued_batches == 1);
+    CHECK(early.consumers[0].queued_batches == 1);
+    CHECK(early.batches_consumed == 0);
+    first_record.open();
+    for (const std::uint64_t expected : {0U, 1U}) {
+      auto batch = consumer.pull();
+      REQUIRE(batch);
+      CHECK(batch->sequence() == expected);
+    }
+    CHECK(pipe.stats().queued_batches == 0);
+  }
+
   TEST_CASE("batches are dealt to several consumers and the last batch of a pass may be short") {
     watchdog guard(30s, "consumers");
     crema::double_buffered_pipeline pipe{numbers(100),

@@ -13,7 +13,8 @@ namespace crema {
 /// @brief One consumer's part of a `pipeline_stats` snapshot.
 struct consumer_stats {
   std::uint64_t batches_consumed = 0;  ///< batches this consumer took
-  std::size_t queued_batches = 0;      ///< full batches waiting for it now
+  /// full batches waiting for it now, those an ordered consumer took ahead of their turn too
+  std::size_t queued_batches = 0;
   std::size_t leased_batches = 0;      ///< batches it holds leases on now
   std::size_t free_slots = 0;          ///< its slots free for producers now
   std::size_t waiting_producers = 0;   ///< producers suspended for one of its slots now

@@ -18,8 +18,13 @@ class channel_state {
   channel_state(const channel_state&) = delete;
   channel_state& operator=(const channel_state&) = delete;
 
-  // Full slots waiting for the consumer (an estimate while others run).
+  // Full slots in its queue, not yet taken by the consumer (an estimate while others run).
   [[nodiscard]] virtual std::size_t queued() const = 0;
+  // Full slots waiting for the consumer: those in its queue, and those an ordered consumer took
+  // early into its reorder window, where they wait for the batches numbered before them.
+  [[nodiscard]] std::size_t waiting_batches() const {
+    return queued() + in_reorder_window.load(std::memory_order_relaxed);
+  }
   // Free slots; negative when producers wait for one (an estimate while others run).
   [[nodiscard]] virtual std::int64_t free_now() const noexcept = 0;
   // Producers suspended for one of its slots, parked ones included.
@@ -35,7 +40,7 @@ class channel_state {
   [[nodiscard]] consumer_stats stats() const {
     consumer_stats one;
     one.batches_consumed = consumed.load(std::memory_order_relaxed);
-    one.queued_batches = queued();
+    one.queued_batches = waiting_batches();
     one.leased_batches = outstanding.load(std::memory_order_relaxed);
     const std::int64_t free_slots = free_now();
     one.free_slots = free_slots > 0 ? static_cast<std::size_t>(free_slots) : 0;
@@ -54,6 +59,7 @@ class channel_state {
   std::atomic<bool> pulling{false};         // the consumer waits in a pull
   std::atomic<std::uint64_t> wakeups{0};    // releases and pulls of it that resumed producers
   std::atomic<std::uint64_t> returned{0};   // slots its leases gave back
+  std::atomic<std::size_t> in_reorder_window{0};  // written by the consumer's thread only
 
  protected:
   ~channel_state() = default;

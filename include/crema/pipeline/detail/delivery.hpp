@@ -89,6 +89,7 @@ class delivery {
       if (options_.ordered) {
         Slot*& waiting = target.reorder[target.next_sequence % options_.prefetch];
         if (waiting != nullptr && waiting->sequence == target.next_sequence) {
+          count_in_window(target, false);
           return deliver(owner, std::exchange(waiting, nullptr));
         }
       }
@@ -125,10 +126,18 @@ class delivery {
         // Every undelivered number holds one of this consumer's `prefetch` slots, so the
         // distance is below that.
         target.reorder[slot->sequence % options_.prefetch] = slot;
+        count_in_window(target, true);
         continue;
       }
       return deliver(owner, slot);
     }
+  }
+
+  // The count the stats read from other threads; only the consumer's thread writes it.
+  static void count_in_window(channel_type& target, bool entered) noexcept {
+    std::atomic<std::size_t>& count = target.in_reorder_window;
+    const std::size_t now = count.load(std::memory_order_relaxed);
+    count.store(entered ? now + 1 : now - 1, std::memory_order_relaxed);
   }
 
   // Waits for the consumer's next full slot until `deadline`. A plain pull waits for ever, but

@@ -43,7 +43,7 @@ inline std::optional<std::size_t> holder_of(std::span<channel_state* const> chan
       "pipeline: consumer {} waited {} ms for a batch while the producers wait for a free slot of "
       "consumer {} ({} queued, {} leased); the consumers of a pipeline must pull in turn, or "
       "stop it",
-      waiting, waited_ms, holder, held_by.queued(),
+      waiting, waited_ms, holder, held_by.waiting_batches(),
       held_by.outstanding.load(std::memory_order_relaxed));
 }
 
