@@ -9,15 +9,18 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -284,6 +287,63 @@ TEST_SUITE("parameter_server") {
       run_client(client, problem, w, 2ms);
       MPI_Barrier(MPI_COMM_WORLD);
     }
+  }
+
+  TEST_CASE(
+      "a client lost in the middle of its diff, then back, writes none of it where the server "
+      "reads the next") {
+    // Over TCP, a message past the eager size goes out in pieces only while its sender is inside
+    // MPI: a client that sleeps after starting its push stalls it. The server gives up on the
+    // message and loses the client; when the client wakes, the rest of the message still arrives,
+    // into the buffer the server had posted for it. The mpi.ps_over_tcp test runs this case.
+    const world job;
+    const char* transports = std::getenv("OMPI_MCA_btl");
+    if (job.ranks < 3 || transports == nullptr || std::string_view(transports) != "tcp,self") {
+      return;
+    }
+    constexpr std::size_t count = std::size_t{1} << 18;  // a 1 MiB diff, 512 KiB in binary16
+    constexpr std::uint64_t iterations = 200;
+    const int stalled_rank = job.ranks - 1;
+    auto options = fast_options();
+    options.wait = 50ms;
+    options.lost_after = 10s;
+    options.timeout = 20s;  // the clients wait for the server while it waits for the stalled one
+    std::vector<float> w(count, 0.0f);
+    if (job.rank == 0) {
+      options.timeout = 500ms;  // its wait for the rest of a message it began to receive
+      // Each diff is all ones: every update adds exactly one to every parameter.
+      crema::mpi::parameter_server<float, crema::mpi::add_diff> server(MPI_COMM_WORLD, w, {},
+                                                                       options);
+      const auto& stats = server.serve(iterations);
+      for (const auto& client : stats.clients) {
+        CAPTURE(client.rank);
+        if (client.rank == stalled_rank) {
+          CHECK(client.times_lost == 1);
+          CHECK(client.applied == 0);
+        } else {
+          CHECK(client.times_lost == 0);
+          CHECK(client.applied > 0);
+        }
+      }
+      const auto expected = static_cast<float>(stats.version);
+      CHECK(std::count(w.begin(), w.end(), expected) == static_cast<std::ptrdiff_t>(count));
+    } else if (job.rank == stalled_rank) {
+      // Its diff is the server's first, and smaller than the others' (half the bytes): the
+      // server's receive buffer grows, and moves, for the next.
+      options.diffs = crema::compression{}.with_fp16();
+      crema::mpi::ps_client<float> client(MPI_COMM_WORLD, w, options);
+      REQUIRE(client.pull());
+      client.push(std::vector<float>(count, 1.0f));
+      std::this_thread::sleep_for(1500ms);  // outside MPI: the rest of the diff waits
+      CHECK_FALSE(client.pull());           // its diff goes out now; then it hears of the shutdown
+    } else {
+      crema::mpi::ps_client<float> client(MPI_COMM_WORLD, w, options);
+      const std::vector<float> ones(count, 1.0f);
+      auto iteration = client.pull();
+      std::this_thread::sleep_for(200ms);  // the stalled client's diff comes first
+      for (; iteration; iteration = client.exchange(ones)) std::this_thread::sleep_for(20ms);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 
   TEST_CASE("a silent server makes its clients raise mpi_error within their timeout") {

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,6 +54,87 @@ class owned_comm {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// A buffer that MPI may still use after its owner has gone: kept until the program exits (MPI
+// uses no buffer once MPI_Finalize has run, and the program runs it before it returns).
+inline void keep_until_exit(std::shared_ptr<const void> buffer) {
+  static std::mutex guard;
+  static std::vector<std::shared_ptr<const void>> kept;
+  const std::scoped_lock lock(guard);
+  kept.push_back(std::move(buffer));
+}
+
+// Requests given up on, with the buffers they use. A peer that stops in the middle of a message
+// leaves it half-way: MPI_Cancel cannot take back a receive already matched to it, nor a send
+// already under way, and if the peer wakes, MPI goes on writing or reading the buffer as its
+// bytes come and go. A component that carries on without the peer keeps such a buffer here, so
+// that it is neither reused nor freed under MPI, until the request ends (`sweep`). What is still
+// outstanding when this goes is freed to MPI, and its buffer kept until the program exits.
+class abandoned_requests {
+ public:
+  abandoned_requests() = default;
+  abandoned_requests(const abandoned_requests&) = delete;
+  abandoned_requests& operator=(const abandoned_requests&) = delete;
+  ~abandoned_requests() {
+    if (finalized()) return;  // nothing moves any more: the buffers can go
+    for (auto& [request, buffer] : kept_) {
+      if (ended(request)) continue;
+      MPI_Request_free(&request);
+      if (buffer) keep_until_exit(std::move(buffer));
+    }
+  }
+
+  // Gives up on `request` (null afterwards): cancels it, keeping `buffer`, what the request
+  // reads or writes (shared with its owner, who must not use it again while it is kept), until
+  // the request has ended. Nothing is kept for a request that has ended already.
+  void keep(MPI_Request& request, std::shared_ptr<const void> buffer = {}) {
+    if (!outstanding(request)) return;
+    MPI_Cancel(&request);
+    kept_.push_back({std::exchange(request, MPI_REQUEST_NULL), std::move(buffer)});
+  }
+  // The same for a buffer of bytes, taken from its owner (and left empty) only where the request
+  // has not ended: its memory moves with it.
+  void keep(MPI_Request& request, std::vector<std::byte>&& buffer) {
+    if (!outstanding(request)) return;
+    keep(request, std::make_shared<const std::vector<std::byte>>(std::move(buffer)));
+  }
+  // Lets go of the requests that have ended (cancelled, or finished after all), and of their
+  // buffers.
+  void sweep() {
+    std::erase_if(kept_, [](entry& kept) { return ended(kept.request); });
+  }
+
+ private:
+  struct entry {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::shared_ptr<const void> buffer;
+  };
+
+  static bool finalized() {
+    int done = 0;
+    MPI_Finalized(&done);
+    return done != 0;
+  }
+  // Whether `request` may still move data; one that cannot is made null (MPI frees one that has
+  // ended; after MPI_Finalize nothing moves).
+  static bool outstanding(MPI_Request& request) {
+    if (request == MPI_REQUEST_NULL) return false;
+    if (finalized()) {
+      request = MPI_REQUEST_NULL;
+      return false;
+    }
+    return !ended(request);
+  }
+  // Whether `request` has ended; MPI frees it (to null) if so. Only while MPI runs.
+  static bool ended(MPI_Request& request) {
+    if (request == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    return done != 0 || request == MPI_REQUEST_NULL;
+  }
+
+  std::vector<entry> kept_;
 };
 
 template <class T>
@@ -234,16 +317,33 @@ inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
   return std::nullopt;
 }
 
+// Waits for `request` until `timeout`; returns whether it ended. One that did not is left as it
+// is, for the caller to give up on (`abandoned_requests`).
+inline bool wait_for(MPI_Request& request, std::chrono::milliseconds timeout) {
+  return poll_until(
+      [&] {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        return done != 0;
+      },
+      timeout);
+}
+
 // Receives a message that MPI_Improbe matched, of whatever size, into `into` (resized to it);
-// returns whether it arrived within `timeout`.
+// returns whether it arrived within `timeout`. A message that did not (its sender stopped in the
+// middle) is given up on: MPI may still write its rest, so `into`'s memory goes to `abandoned`
+// with it, and `into` is left empty.
 inline bool receive_matched(MPI_Message& message, const MPI_Status& status,
-                            std::vector<std::byte>& into, std::chrono::milliseconds timeout) {
+                            std::vector<std::byte>& into, std::chrono::milliseconds timeout,
+                            abandoned_requests& abandoned) {
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
   into.resize(static_cast<std::size_t>(bytes));
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Imrecv(into.data(), bytes, MPI_BYTE, &message, &request), "MPI_Imrecv");
-  return !wait_all({&request, 1}, timeout);
+  if (wait_for(request, timeout)) return true;
+  abandoned.keep(request, std::move(into));
+  return false;
 }
 
 }  // namespace crema::mpi::detail

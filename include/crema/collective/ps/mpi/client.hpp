@@ -34,7 +34,10 @@ namespace crema::mpi {
 /// sends the diff of that iteration (compressed by `options.diffs`, with error feedback) without
 /// waiting; `exchange(diff)` does both. `pull()` returns no iteration once the server shut down,
 /// the final parameters in place. A server silent for `timeout` makes `pull` raise
-/// `crema::mpi_error` naming it.
+/// `crema::mpi_error` naming it. A server that stopped in the middle of a message may wake and
+/// send or take the rest: the client keeps what MPI may still use of its own until MPI is done
+/// with it, but the parameters are the caller's, and MPI may still write them then, until
+/// MPI_Finalize.
 ///
 /// Not thread-safe: one thread calls it. `push` allocates only while its message grows.
 /// @tparam T float or double
@@ -55,15 +58,17 @@ class ps_client {
         comm_(detail::ps_communicator<T>(comm, parameters.size(), options_, name, false)),
         session_(detail::agree_on_session(comm_, options_.server)) {
     MPI_Comm_rank(comm_, &rank_);
-    hello_ = {.session = session_, .count = parameters_.size(), .value_bytes = sizeof(T)};
-    detail::check(MPI_Isend(&hello_, sizeof hello_, MPI_BYTE, options_.server, detail::hello_tag,
-                            comm_, &send_),
+    crema::detail::append_bytes(
+        message_, detail::ps_hello{
+                      .session = session_, .count = parameters_.size(), .value_bytes = sizeof(T)});
+    detail::check(MPI_Isend(message_.data(), static_cast<int>(message_.size()), MPI_BYTE,
+                            options_.server, detail::hello_tag, comm_, &send_),
                   "MPI_Isend");
-    stats_.bytes_sent += sizeof hello_;
+    stats_.bytes_sent += message_.size();
   }
   ps_client(const ps_client&) = delete;
   ps_client& operator=(const ps_client&) = delete;
-  ~ps_client() { detail::abandon(send_); }
+  ~ps_client() { give_up_sending(); }
 
   /// @brief Waits for the server's parameters and this client's next iteration.
   /// @return the iteration to compute, or nothing once the server shut down (the final
@@ -110,18 +115,27 @@ class ps_client {
           return there != 0;
         },
         options_.timeout);
-    if (found && !detail::receive_matched(message, status, foreign_, options_.timeout)) {
+    if (found &&
+        !detail::receive_matched(message, status, foreign_, options_.timeout, abandoned_)) {
       server_silent("dropping an earlier session's parameters");
     }
   }
 
-  void await(MPI_Request& request, const char* what) {
-    if (detail::wait_all({&request, 1}, options_.timeout)) server_silent(what);
+  // Waits for the message on its way to the server to have left.
+  void await_send(const char* what) {
+    if (detail::wait_for(send_, options_.timeout)) return;
+    give_up_sending();
+    server_silent(what);
   }
+  // Leaves the message on its way to the server to MPI, with its bytes: the server may take the
+  // rest if it wakes.
+  void give_up_sending() { abandoned_.keep(send_, std::move(message_)); }
 
-  // Waits for a receive of `expected` bytes from the server; a message of another size (a
+  // Waits for a receive of `expected` bytes from the server into `buffer` (kept for MPI if the
+  // receive is given up on; none for the caller's parameters); a message of another size (a
   // shorter one would leave old bytes in place) is an error naming the server.
-  void await_exactly(MPI_Request& request, std::size_t expected, const char* what) {
+  void await_exactly(MPI_Request& request, std::size_t expected,
+                     const std::shared_ptr<const void>& buffer, const char* what) {
     MPI_Status status{};
     const bool done = detail::poll_until(
         [&] {
@@ -131,7 +145,7 @@ class ps_client {
         },
         options_.timeout);
     if (!done) {
-      detail::abandon(request);
+      abandoned_.keep(request, buffer);
       server_silent(what);
     }
     int count = 0;
@@ -157,10 +171,10 @@ class ps_client {
   std::uint64_t session_ = 0;
   std::vector<std::byte> foreign_;  // where a foreign message's parameters are dropped
   int rank_ = 0;
-  detail::ps_hello hello_;
-  detail::ps_reply reply_;
-  std::vector<std::byte> message_;
+  std::shared_ptr<detail::ps_reply> reply_ = std::make_shared<detail::ps_reply>();
+  std::vector<std::byte> message_;  // the hello, then each diff
   MPI_Request send_ = MPI_REQUEST_NULL;
+  detail::abandoned_requests abandoned_;    // what a silent server left half-way
   std::optional<std::uint64_t> iteration_;  // the work to answer
   std::uint64_t version_ = 0;
   bool done_ = false;
@@ -172,49 +186,53 @@ class ps_client {
 template <class T>
 std::optional<std::uint64_t> ps_client<T>::pull() {
   if (done_) return std::nullopt;
+  abandoned_.sweep();
   if (iteration_) {  // the server waits for this diff before it sends anything more
     crema::detail::fail<state_error>(
         "ps_client: rank {} pulls again before it pushed the diff of iteration {}", rank_,
         *iteration_);
   }
+  // A reply buffer that a receive given up on left to MPI is not used again.
+  if (reply_.use_count() > 1) reply_ = std::make_shared<detail::ps_reply>();
+  detail::ps_reply& reply = *reply_;
   MPI_Request request = MPI_REQUEST_NULL;
   for (;;) {
-    detail::check(MPI_Irecv(&reply_, sizeof reply_, MPI_BYTE, options_.server, detail::reply_tag,
+    detail::check(MPI_Irecv(&reply, sizeof reply, MPI_BYTE, options_.server, detail::reply_tag,
                             comm_, &request),
                   "MPI_Irecv");
-    await_exactly(request, sizeof reply_, "waiting for parameters");
-    stats_.bytes_received += sizeof reply_;
-    if (reply_.session == session_) break;
+    await_exactly(request, sizeof reply, reply_, "waiting for parameters");
+    stats_.bytes_received += sizeof reply;
+    if (reply.session == session_) break;
     ++stats_.foreign_messages;
-    if (reply_.with_parameters) drop_foreign_parameters();
+    if (reply.with_parameters) drop_foreign_parameters();
   }
-  if (reply_.kind != detail::ps_reply_kind::work && reply_.kind != detail::ps_reply_kind::done &&
-      reply_.kind != detail::ps_reply_kind::refused) {
+  if (reply.kind != detail::ps_reply_kind::work && reply.kind != detail::ps_reply_kind::done &&
+      reply.kind != detail::ps_reply_kind::refused) {
     done_ = true;
     crema::detail::fail_with_code<mpi_error>(
         0, "ps_client: rank {} got a reply of unknown kind {} from the server, rank {}", rank_,
-        static_cast<std::uint64_t>(reply_.kind), options_.server);
+        static_cast<std::uint64_t>(reply.kind), options_.server);
   }
-  if (reply_.kind == detail::ps_reply_kind::refused) {
+  if (reply.kind == detail::ps_reply_kind::refused) {
     done_ = true;
-    reply_.reason[sizeof reply_.reason - 1] = '\0';
-    crema::detail::fail_with_code<mpi_error>(0, "{}", reply_.reason);
+    reply.reason[sizeof reply.reason - 1] = '\0';
+    crema::detail::fail_with_code<mpi_error>(0, "{}", reply.reason);
   }
-  if (reply_.with_parameters) {
+  if (reply.with_parameters) {
     detail::check(MPI_Irecv(parameters_.data(), static_cast<int>(parameters_.size_bytes()),
                             MPI_BYTE, options_.server, detail::parameters_tag, comm_, &request),
                   "MPI_Irecv");
-    await_exactly(request, parameters_.size_bytes(), "receiving parameters");
+    await_exactly(request, parameters_.size_bytes(), nullptr, "receiving parameters");
     stats_.bytes_received += parameters_.size_bytes();
-    version_ = reply_.version;
+    version_ = reply.version;
   }
-  if (reply_.kind == detail::ps_reply_kind::done) {
+  if (reply.kind == detail::ps_reply_kind::done) {
     done_ = true;
     iteration_.reset();
     return std::nullopt;
   }
-  if (reply_.refreshed) ++stats_.refreshed;
-  iteration_ = reply_.iteration;
+  if (reply.refreshed) ++stats_.refreshed;
+  iteration_ = reply.iteration;
   return iteration_;
 }
 
@@ -229,7 +247,7 @@ void ps_client<T>::push(std::span<const T> diff) {
         "ps_client: rank {} pushes a diff of {} elements, expected {}", rank_, diff.size(),
         parameters_.size());
   }
-  await(send_, "sending its previous message");
+  await_send("sending its previous message");
   message_.clear();
   crema::detail::append_bytes(message_, detail::ps_push{session_, version_, *iteration_});
   stats_.coordinates_sent += encoder_.encode(diff, message_);

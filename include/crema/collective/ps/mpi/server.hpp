@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +45,12 @@ namespace crema::mpi {
 /// more than τ versions old is redone or dropped (`stale_diff`); a client silent for `lost_after`
 /// is lost and its iteration handed out again. When every iteration is applied, dropped or handed
 /// again and done, every client gets the final parameters and a shutdown.
+///
+/// A client that stops in the middle of a message and is lost may wake and send or take the rest:
+/// the server keeps what MPI may still write or read of its own until MPI is done with it. The
+/// parameters are the caller's: a lost client may get them torn by the updates made meanwhile
+/// (its next diff is dropped, as every diff of a lost client), and they must outlive the server
+/// until MPI_Finalize, which ends what is still on its way.
 ///
 /// Not thread-safe: one thread calls `serve`, and `stats` from it (or from `on_update`). Making a
 /// server or a client sets SIGPIPE to be ignored if it still has its default action (a handler of
@@ -83,7 +90,7 @@ class parameter_server {
   parameter_server(const parameter_server&) = delete;
   parameter_server& operator=(const parameter_server&) = delete;
   ~parameter_server() {
-    for (auto& send : sends_) detail::abandon(send.request);
+    for (auto& send : sends_) abandoned_.keep(send.request, std::move(send.reply));
   }
 
   /// @brief Serves `iterations` iterations, then shuts every client down (they get the final
@@ -116,6 +123,7 @@ class parameter_server {
   struct pending_send {
     MPI_Request request = MPI_REQUEST_NULL;
     std::size_t client = 0;
+    std::shared_ptr<detail::ps_reply> reply;  // what a reply's send reads; none for parameters
   };
 
   client& client_of(int rank) {
@@ -141,17 +149,24 @@ class parameter_server {
   // Sends a reply and, for work and shutdowns of clients that listen, the parameters.
   void send_reply(client& c, detail::ps_reply reply) {
     reply.session = session_;
-    replies_.push_back(reply);  // a deque: earlier replies stay where their sends read them
     const std::size_t index = static_cast<std::size_t>(&c - clients_.data());
     auto& record = record_of(c);
-    sends_.push_back({MPI_REQUEST_NULL, index});
-    detail::check(MPI_Isend(&replies_.back(), sizeof reply, MPI_BYTE, c.rank, detail::reply_tag,
-                            comm_, &sends_.back().request),
+    std::shared_ptr<detail::ps_reply> buffer;
+    if (spare_replies_.empty()) {
+      buffer = std::make_shared<detail::ps_reply>(reply);
+    } else {
+      buffer = std::move(spare_replies_.back());
+      spare_replies_.pop_back();
+      *buffer = reply;
+    }
+    sends_.push_back({MPI_REQUEST_NULL, index, std::move(buffer)});
+    detail::check(MPI_Isend(sends_.back().reply.get(), sizeof reply, MPI_BYTE, c.rank,
+                            detail::reply_tag, comm_, &sends_.back().request),
                   "MPI_Isend");
     record.bytes_sent += sizeof reply;
     stats_.bytes_sent += sizeof reply;
     if (!reply.with_parameters) return;
-    sends_.push_back({MPI_REQUEST_NULL, index});
+    sends_.push_back({MPI_REQUEST_NULL, index, nullptr});
     detail::check(
         MPI_Isend(parameters_.data(), static_cast<int>(parameters_.size_bytes()), MPI_BYTE, c.rank,
                   detail::parameters_tag, comm_, &sends_.back().request),
@@ -178,29 +193,37 @@ class parameter_server {
   }
 
   // Sends still reading the parameters must end before they change: what is still on its way to
-  // a lost client is cancelled without a wait, and the others are waited for together, up to
+  // a lost client is given up on without a wait, and the others are waited for together, up to
   // `lost_after` (and the timeout): a client that does not take its parameters by then is lost.
   // (Waited for one by one, a dead client's send would hold up every other client's for as long,
-  // and make them give up on the server.)
+  // and make them give up on the server.) A reply given up on is kept until MPI is done with it;
+  // the others' are used again.
   void finish_sends() {
     std::vector<MPI_Request> waiting;
     std::vector<std::size_t> of;
-    for (auto& send : sends_) {
+    for (std::size_t i = 0; i < sends_.size(); ++i) {
+      pending_send& send = sends_[i];
       if (clients_[send.client].now == phase::lost) {
-        detail::abandon(send.request);
+        abandoned_.keep(send.request, std::move(send.reply));
       } else {
         waiting.push_back(send.request);
-        of.push_back(send.client);
+        of.push_back(i);
       }
     }
     std::vector<detail::completion> ends(waiting.size());
-    if (detail::wait_each(waiting, ends, std::min(options_.lost_after, options_.timeout))) {
-      for (std::size_t i = 0; i < ends.size(); ++i) {
-        if (!ends[i].done) lose(clients_[of[i]]);
+    detail::wait_each(
+        waiting, ends, std::min(options_.lost_after, options_.timeout), [] { return false; },
+        /*cancellable=*/false);
+    for (std::size_t i = 0; i < ends.size(); ++i) {
+      pending_send& send = sends_[of[i]];
+      if (ends[i].done) {
+        if (send.reply) spare_replies_.push_back(std::move(send.reply));
+        continue;
       }
+      lose(clients_[send.client]);
+      abandoned_.keep(waiting[i], std::move(send.reply));
     }
     sends_.clear();
-    replies_.clear();
   }
 
   void lose(client& c) {
@@ -224,8 +247,8 @@ class parameter_server {
                   "MPI_Improbe");
     if (!found) return false;
     client& c = client_of(status.MPI_SOURCE);
-    if (!detail::receive_matched(message, status, incoming_, options_.timeout)) {
-      lose(c);  // it stopped in the middle of its message
+    if (!detail::receive_matched(message, status, incoming_, options_.timeout, abandoned_)) {
+      lose(c);  // it stopped in the middle of its message (whose buffer is kept for its rest)
       return true;
     }
     const auto bytes = static_cast<std::uint64_t>(incoming_.size());
@@ -367,14 +390,15 @@ class parameter_server {
                      .version = stats_.version,
                      .with_parameters = c.now == phase::lost ? 0u : 1u});
     }
-    // A lost client may never take its shutdown: only the others' sends are waited for. The
-    // replies stay until the server goes (a small send is usually out at once, but need not be).
+    // A lost client may never take its shutdown: only the others' sends are waited for, and the
+    // replies not taken are kept until MPI is done with them.
     for (auto& send : sends_) {
-      if (clients_[send.client].now == phase::lost) {
-        MPI_Request_free(&send.request);
-      } else if (detail::wait_all({&send.request, 1}, options_.timeout)) {
-        lose(clients_[send.client]);
+      if (clients_[send.client].now != phase::lost &&
+          detail::wait_for(send.request, options_.timeout)) {
+        continue;
       }
+      lose(clients_[send.client]);
+      abandoned_.keep(send.request, std::move(send.reply));
     }
     sends_.clear();
   }
@@ -393,8 +417,9 @@ class parameter_server {
   clock::time_point round_began_{};
   bool served_ = false;
   std::vector<std::byte> incoming_;
-  std::deque<detail::ps_reply> replies_;
   std::vector<pending_send> sends_;
+  std::vector<std::shared_ptr<detail::ps_reply>> spare_replies_;  // replies sent, for reuse
+  detail::abandoned_requests abandoned_;  // sends to lost clients, receives they left half-way
   ps_server_stats stats_;
 };
 
@@ -412,6 +437,7 @@ const ps_server_stats& parameter_server<T, Policy>::serve(std::uint64_t iteratio
   round_began_ = clock::now();
   for (auto& c : clients_) c.since = round_began_;
   for (;;) {
+    abandoned_.sweep();
     const bool heard = receive_one();
     const auto now = clock::now();
     if (contributors_ > 0) {

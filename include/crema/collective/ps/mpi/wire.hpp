@@ -113,16 +113,6 @@ owned_comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& o
   return own;
 }
 
-// Cancels and frees a request that may still be in flight (a peer that is gone never takes it).
-inline void abandon(MPI_Request& request) {
-  if (request == MPI_REQUEST_NULL) return;
-  int done = 0;
-  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-  if (done) return;
-  MPI_Cancel(&request);
-  MPI_Request_free(&request);
-}
-
 }  // namespace detail
 
 }  // namespace crema::mpi
