@@ -16,9 +16,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -49,16 +51,21 @@ class hostile {
   hostile& operator=(const hostile&) = delete;
   ~hostile() { MPI_Comm_free(&comm_); }
 
-  // The view an honest rank of one participant with `elements` floats sends at `step`.
-  static wire::reducer_view honest(wire::reducer_operation op, std::uint64_t step) {
-    return {static_cast<std::uint64_t>(op), 0, elements, 0, step, elements, 1, sizeof(float)};
+  // The view an honest rank of one participant with `count` floats sends at `step`.
+  static wire::reducer_view honest(wire::reducer_operation op, std::uint64_t step,
+                                   std::size_t count = elements) {
+    return {static_cast<std::uint64_t>(op), 0, count, 0, step, count, 1, sizeof(float)};
   }
 
   // Sends `bytes` to `rank` with `tag` and waits (boundedly) until it has gone.
   void send(const void* bytes, std::size_t size, int rank, int tag) {
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Isend(bytes, static_cast<int>(size), MPI_BYTE, rank, tag, comm_, &request);
+    start_send(bytes, size, rank, tag, request);
     finish(request);
+  }
+  // Starts that send and returns.
+  void start_send(const void* bytes, std::size_t size, int rank, int tag, MPI_Request& request) {
+    MPI_Isend(bytes, static_cast<int>(size), MPI_BYTE, rank, tag, comm_, &request);
   }
   // Receives rank 0's verdict, whatever its size; empty if none came within two timeouts.
   std::vector<std::byte> hear_verdict() {
@@ -141,10 +148,11 @@ std::string run_against(int hostile_rank, Honest honest_work, Attack attack) {
 }
 
 std::unique_ptr<crema::mpi::mpi_reducer<float>> make_reducer(
-    std::vector<std::vector<float>>& buffers) {
+    std::vector<std::vector<float>>& buffers,
+    std::size_t chunk_elements = crema::mpi::reducer_options{}.chunk_elements) {
   return std::make_unique<crema::mpi::mpi_reducer<float>>(
       MPI_COMM_WORLD, tree_of(1), crema::test::spans_of(buffers),
-      crema::mpi::reducer_options{.timeout = timeout});
+      crema::mpi::reducer_options{.timeout = timeout, .chunk_elements = chunk_elements});
 }
 
 }  // namespace
@@ -244,6 +252,78 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
               std::string::npos);
         CHECK(message.find("in the sum of step 1; refused") != std::string::npos);
       }
+    }
+  }
+
+  TEST_CASE("a failed allreduce leaves no receive posted into the caller's buffers") {
+    // Rank 0 agrees, then is silent in the way down: rank 1 gives up on it with its receives of
+    // every chunk posted. Awake, rank 0 sends the chunks, which would land in rank 1's buffer.
+    // They stay on a communicator freed meanwhile, where a later one could be given them: the
+    // mpi.reducer_woken_parent test runs this case alone.
+    const world job;
+    if (job.ranks != 2 || std::getenv("CREMA_TEST_ALONE") == nullptr) return;
+    constexpr std::size_t count = 300;
+    constexpr std::size_t chunk = 100;
+    if (job.rank == 0) {
+      hostile rank;
+      for (const auto& [op, step] : {std::pair{wire::reducer_operation::construct, 0U},
+                                     std::pair{wire::reducer_operation::allreduce, 1U}}) {
+        rank.take_views();
+        const wire::reducer_verdict agreed{.zero = hostile::honest(op, step, count)};
+        rank.send(&agreed, sizeof agreed, 1, wire::reducer_verdict_tag);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);  // silent until rank 1 has given up
+      const std::vector<float> result(chunk, 7.0f);
+      for (std::size_t k = 0; k < count / chunk; ++k) {
+        rank.send(result.data(), sizeof(float) * chunk, 1, wire::reducer_data_tag);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+      std::vector<std::vector<float>> buffers(1, std::vector<float>(count, 1.0f));
+      {
+        const auto reducer = make_reducer(buffers, chunk);
+        CHECK_THROWS_AS(reducer->allreduce(), crema::mpi_error);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      MPI_Barrier(MPI_COMM_WORLD);
+      // The chunks went out before the barrier, on another communicator: let them arrive.
+      const auto until = std::chrono::steady_clock::now() + 300ms;
+      while (std::chrono::steady_clock::now() < until) {
+        int flag = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      }
+      CHECK(buffers[0] == std::vector<float>(count, 1.0f));
+    }
+  }
+
+  TEST_CASE("a chunk a rank stopped sending half-way lands in memory its receiver kept") {
+    // Over TCP, a message past the eager size goes out in pieces only while its sender is inside
+    // MPI. Rank 1 starts its first chunk and sleeps: rank 0 gives up on the chunk under way (MPI
+    // cannot cancel it) and frees its reducer. Awake, rank 1 sends the rest, which MPI writes
+    // where rank 0's reducer received the chunk. The mpi.reducer_woken_child test runs this case
+    // alone, over TCP.
+    const world job;
+    if (job.ranks != 2 || std::getenv("CREMA_TEST_ALONE") == nullptr) return;
+    constexpr std::size_t chunk = std::size_t{1} << 16;  // 256 KiB: mapped, and unmapped when freed
+    constexpr std::size_t count = 2 * chunk;
+    if (job.rank == 1) {
+      hostile rank;
+      rank.agree(hostile::honest(wire::reducer_operation::construct, 0, count));
+      rank.agree(hostile::honest(wire::reducer_operation::allreduce, 1, count));
+      const std::vector<float> sum(chunk, 7.0f);
+      MPI_Request request = MPI_REQUEST_NULL;
+      rank.start_send(sum.data(), sizeof(float) * chunk, 0, wire::reducer_data_tag, request);
+      std::this_thread::sleep_for(1500ms);    // outside MPI: the rest of the chunk waits
+      MPI_Wait(&request, MPI_STATUS_IGNORE);  // goes out now, rank 0 in the barrier
+      MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+      std::vector<std::vector<float>> buffers(1, std::vector<float>(count, 1.0f));
+      {
+        const auto reducer = make_reducer(buffers, chunk);
+        CHECK_THROWS_AS(reducer->allreduce(), crema::mpi_error);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      CHECK(buffers[0] == std::vector<float>(count, 1.0f));
     }
   }
 }

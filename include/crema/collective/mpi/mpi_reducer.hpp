@@ -127,6 +127,14 @@ class mpi_reducer {
   }
   mpi_reducer(const mpi_reducer&) = delete;
   mpi_reducer& operator=(const mpi_reducer&) = delete;
+  // A spent reducer gave up on requests that may still move data (a receive under way when its
+  // peer stopped, a broadcast that cannot be cancelled): MPI may go on writing its own buffers
+  // if the peer wakes, so they are kept until the program exits.
+  ~mpi_reducer() {
+    if (!spent_) return;
+    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
+    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));
+  }
 
   /// @return all participants, on every rank
   [[nodiscard]] std::size_t participants() const noexcept { return ranks_ * local_.participants(); }
@@ -700,7 +708,13 @@ class mpi_reducer {
     const auto slot = [&](std::size_t c, std::size_t k) {
       return std::span<T>(incoming_.data() + (2 * c + k % 2) * chunk, region(k).size());
     };
+    // Every request of the operation, given up on where it ends early: a receive still posted
+    // would otherwise take the next message of a rank that wakes, into memory reused by then.
     std::vector<MPI_Request> receives(2 * children.size(), MPI_REQUEST_NULL);
+    std::vector<MPI_Request> sends(chunks, MPI_REQUEST_NULL);
+    std::vector<MPI_Request> from_parent(chunks, MPI_REQUEST_NULL);
+    std::vector<MPI_Request> down(chunks * children.size(), MPI_REQUEST_NULL);
+    const detail::requests_given_up_on_exit outstanding{receives, sends, from_parent, down};
     const auto post_receive = [&](std::size_t c, std::size_t k) {
       const auto into = slot(c, k);
       detail::check(MPI_Irecv(into.data(), bytes_of(into), MPI_BYTE, static_cast<int>(children[c]),
@@ -710,7 +724,6 @@ class mpi_reducer {
     for (std::size_t c = 0; c < children.size(); ++c) {
       for (std::size_t k = 0; k < std::min<std::size_t>(2, chunks); ++k) post_receive(c, k);
     }
-    std::vector<MPI_Request> sends(chunks, MPI_REQUEST_NULL);
     const int parent_rank = parent ? static_cast<int>(*parent) : -1;
     for (std::size_t k = 0; k < chunks; ++k) {
       const auto sum = region(k);
@@ -738,7 +751,6 @@ class mpi_reducer {
       crema::detail::scale_into(work.data() + begin, work.data() + begin, end - begin,
                                 scale_for<T>(op, participants()));
     }
-    std::vector<MPI_Request> from_parent(chunks, MPI_REQUEST_NULL);
     if (parent) {
       for (std::size_t k = 0; k < chunks; ++k) {
         const auto into = region(k);
@@ -747,7 +759,6 @@ class mpi_reducer {
                       "MPI_Irecv");
       }
     }
-    std::vector<MPI_Request> down(chunks * children.size(), MPI_REQUEST_NULL);
     std::vector<int> down_peers(down.size());
     for (std::size_t k = 0; k < chunks; ++k) {
       if (parent) receive(from_parent[k], parent_rank, region(k).size_bytes(), "result");

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -316,6 +317,38 @@ inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
   }
   return std::nullopt;
 }
+
+// Gives up on the requests of an operation that are still outstanding when it ends (early, by an
+// exception): cancels them, and frees them to MPI. A receive posted ahead and left so would take
+// the next message of a peer that wakes, into memory its owner has reused or freed by then; a
+// cancelled one takes nothing (one already under way cannot be cancelled: its buffer must stay
+// with the component, or be the caller's). On a normal end every request is null: nothing to do.
+template <std::size_t Sets>
+class requests_given_up_on_exit {
+ public:
+  template <class... Requests>
+  explicit requests_given_up_on_exit(Requests&... sets) noexcept
+      : sets_{std::span<MPI_Request>(sets)...} {}
+  requests_given_up_on_exit(const requests_given_up_on_exit&) = delete;
+  requests_given_up_on_exit& operator=(const requests_given_up_on_exit&) = delete;
+  ~requests_given_up_on_exit() {
+    for (const std::span<MPI_Request> set : sets_) {
+      for (MPI_Request& request : set) {
+        if (request == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done || request == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+      }
+    }
+  }
+
+ private:
+  std::array<std::span<MPI_Request>, Sets> sets_;
+};
+template <class... Requests>
+requests_given_up_on_exit(Requests&...) -> requests_given_up_on_exit<sizeof...(Requests)>;
 
 // Waits for `request` until `timeout`; returns whether it ended. One that did not is left as it
 // is, for the caller to give up on (`abandoned_requests`).
