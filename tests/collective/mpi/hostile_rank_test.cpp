@@ -256,7 +256,7 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
   }
 
   TEST_CASE("a failed allreduce leaves no receive posted into the caller's buffers") {
-    // Rank 0 agrees, then is silent in the way down: rank 1 gives up on it with its receives of
+    // Rank 0 agrees, then is silent on the way down: rank 1 gives up on it with its receives of
     // every chunk posted. Awake, rank 0 sends the chunks, which would land in rank 1's buffer.
     // They stay on a communicator freed meanwhile, where a later one could be given them: the
     // mpi.reducer_woken_parent test runs this case alone.

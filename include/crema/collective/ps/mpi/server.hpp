@@ -49,8 +49,8 @@ namespace crema::mpi {
 /// A client that stops in the middle of a message and is lost may wake and send or take the rest:
 /// the server keeps what MPI may still write or read of its own until MPI is done with it. The
 /// parameters are the caller's: a lost client may get them torn by the updates made meanwhile
-/// (its next diff is dropped, as every diff of a lost client), and they must outlive the server
-/// until MPI_Finalize, which ends what is still on its way.
+/// (its next diff is dropped, as every diff of a lost client), and MPI may still read them for
+/// it after the server has gone: keep them until MPI_Finalize.
 ///
 /// Not thread-safe: one thread calls `serve`, and `stats` from it (or from `on_update`). Making a
 /// server or a client sets SIGPIPE to be ignored if it still has its default action (a handler of
