@@ -155,6 +155,15 @@ std::unique_ptr<crema::mpi::mpi_reducer<float>> make_reducer(
       crema::mpi::reducer_options{.timeout = timeout, .chunk_elements = chunk_elements});
 }
 
+// An honest rank's allreduce of `count` ones in chunks of `chunk`, which must fail (its peer is
+// silent); its reducer is freed. Returns the buffer, which must keep its ones.
+std::vector<std::vector<float>> fail_an_allreduce(std::size_t count, std::size_t chunk) {
+  std::vector<std::vector<float>> buffers(1, std::vector<float>(count, 1.0f));
+  const auto reducer = make_reducer(buffers, chunk);
+  CHECK_THROWS_AS(reducer->allreduce(), crema::mpi_error);
+  return buffers;
+}
+
 }  // namespace
 
 TEST_SUITE("mpi_reducer, hostile ranks") {
@@ -279,11 +288,7 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
       }
       MPI_Barrier(MPI_COMM_WORLD);
     } else {
-      std::vector<std::vector<float>> buffers(1, std::vector<float>(count, 1.0f));
-      {
-        const auto reducer = make_reducer(buffers, chunk);
-        CHECK_THROWS_AS(reducer->allreduce(), crema::mpi_error);
-      }
+      const auto buffers = fail_an_allreduce(count, chunk);
       MPI_Barrier(MPI_COMM_WORLD);
       MPI_Barrier(MPI_COMM_WORLD);
       // The chunks went out before the barrier, on another communicator: let them arrive.
@@ -317,11 +322,7 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
       MPI_Wait(&request, MPI_STATUS_IGNORE);  // goes out now, rank 0 in the barrier
       MPI_Barrier(MPI_COMM_WORLD);
     } else {
-      std::vector<std::vector<float>> buffers(1, std::vector<float>(count, 1.0f));
-      {
-        const auto reducer = make_reducer(buffers, chunk);
-        CHECK_THROWS_AS(reducer->allreduce(), crema::mpi_error);
-      }
+      const auto buffers = fail_an_allreduce(count, chunk);
       MPI_Barrier(MPI_COMM_WORLD);
       CHECK(buffers[0] == std::vector<float>(count, 1.0f));
     }

@@ -66,6 +66,22 @@ inline void keep_until_exit(std::shared_ptr<const void> buffer) {
   kept.push_back(std::move(buffer));
 }
 
+// Whether `request` has ended; MPI frees it (to null) if so. Only while MPI runs.
+inline bool request_ended(MPI_Request& request) {
+  if (request == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  return done != 0 || request == MPI_REQUEST_NULL;
+}
+
+// Cancels `request` unless it has ended, and frees it to MPI (null afterwards), for a buffer
+// that stays where MPI may still use it.
+inline void give_up(MPI_Request& request) {
+  if (request_ended(request)) return;
+  MPI_Cancel(&request);
+  MPI_Request_free(&request);
+}
+
 // Requests given up on, with the buffers they use. A peer that stops in the middle of a message
 // leaves it half-way: MPI_Cancel cannot take back a receive already matched to it, nor a send
 // already under way, and if the peer wakes, MPI goes on writing or reading the buffer as its
@@ -80,7 +96,7 @@ class abandoned_requests {
   ~abandoned_requests() {
     if (finalized()) return;  // nothing moves any more: the buffers can go
     for (auto& [request, buffer] : kept_) {
-      if (ended(request)) continue;
+      if (request_ended(request)) continue;
       MPI_Request_free(&request);
       if (buffer) keep_until_exit(std::move(buffer));
     }
@@ -103,7 +119,7 @@ class abandoned_requests {
   // Lets go of the requests that have ended (cancelled, or finished after all), and of their
   // buffers.
   void sweep() {
-    std::erase_if(kept_, [](entry& kept) { return ended(kept.request); });
+    std::erase_if(kept_, [](entry& kept) { return request_ended(kept.request); });
   }
 
  private:
@@ -125,14 +141,7 @@ class abandoned_requests {
       request = MPI_REQUEST_NULL;
       return false;
     }
-    return !ended(request);
-  }
-  // Whether `request` has ended; MPI frees it (to null) if so. Only while MPI runs.
-  static bool ended(MPI_Request& request) {
-    if (request == MPI_REQUEST_NULL) return true;
-    int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    return done != 0 || request == MPI_REQUEST_NULL;
+    return !request_ended(request);
   }
 
   std::vector<entry> kept_;
@@ -205,33 +214,6 @@ bool poll_until(Ready&& ready, std::chrono::milliseconds timeout) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-}
-
-// Waits for every request until the timeout; returns the index of the first one that did not
-// complete, after cancelling and freeing every one that did not, or nothing.
-inline std::optional<std::size_t> wait_all(std::span<MPI_Request> requests,
-                                           std::chrono::milliseconds timeout) {
-  const bool done = poll_until(
-      [&] {
-        int all = 0;
-        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &all,
-                          MPI_STATUSES_IGNORE),
-              "MPI_Testall");
-        return all != 0;
-      },
-      timeout);
-  if (done) return std::nullopt;
-  std::optional<std::size_t> first;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i] == MPI_REQUEST_NULL) continue;
-    int complete = 0;
-    MPI_Test(&requests[i], &complete, MPI_STATUS_IGNORE);
-    if (complete) continue;
-    if (!first) first = i;
-    MPI_Cancel(&requests[i]);
-    MPI_Request_free(&requests[i]);
-  }
-  return first;
 }
 
 // How one request ended: MPI's code for it and, for a receive, its status.
@@ -319,7 +301,7 @@ inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
 }
 
 // Gives up on the requests of an operation that are still outstanding when it ends (early, by an
-// exception): cancels them, and frees them to MPI. A receive posted ahead and left so would take
+// exception): `give_up` on each. A receive posted ahead and left so would take
 // the next message of a peer that wakes, into memory its owner has reused or freed by then; a
 // cancelled one takes nothing (one already under way cannot be cancelled: its buffer must stay
 // with the component, or be the caller's). On a normal end every request is null: nothing to do.
@@ -333,14 +315,7 @@ class requests_given_up_on_exit {
   requests_given_up_on_exit& operator=(const requests_given_up_on_exit&) = delete;
   ~requests_given_up_on_exit() {
     for (const std::span<MPI_Request> set : sets_) {
-      for (MPI_Request& request : set) {
-        if (request == MPI_REQUEST_NULL) continue;
-        int done = 0;
-        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-        if (done || request == MPI_REQUEST_NULL) continue;
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
-      }
+      for (MPI_Request& request : set) give_up(request);
     }
   }
 
