@@ -178,6 +178,24 @@ TEST_SUITE("double_buffered_pipeline") {
     CHECK(pipe.stats().queued_batches == 0);
   }
 
+  TEST_CASE("queued batches are batches alone: neither the end of a pass nor a stop counts") {
+    watchdog guard(30s, "queued markers");
+    // Two batches fill both slots; the pass's end and the stop's wake-up go into the same queue
+    // behind them, and are no batches a consumer could take.
+    crema::double_buffered_pipeline pipe{numbers(8),
+                                         identity,
+                                         {.batch_size = 4,
+                                          .prefetch = 2,
+                                          .producers = 2,
+                                          .threads = 2,
+                                          .mode = pipeline_mode::single_pass}};
+    while (pipe.stats().queued_batches < 2) std::this_thread::sleep_for(1ms);
+    pipe.stop();
+    const crema::pipeline_stats stopped = pipe.stats();
+    CHECK(stopped.queued_batches == 2);
+    CHECK(stopped.consumers[0].queued_batches == 2);
+  }
+
   TEST_CASE("batches are dealt to several consumers and the last batch of a pass may be short") {
     watchdog guard(30s, "consumers");
     crema::double_buffered_pipeline pipe{numbers(100),

@@ -51,26 +51,33 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
     return lease<channel>(std::move(owner), slot);
   }
 
+  // Hands a full batch to the consumer. Counted before the push, so that the pull that takes it
+  // always finds it counted: a snapshot meanwhile reads a batch finished and on its way as queued.
+  void push_batch(Slot* slot) {
+    batches_queued.fetch_add(1, std::memory_order_relaxed);
+    try {
+      this->push(slot);
+    } catch (...) {
+      batches_queued.fetch_sub(1, std::memory_order_relaxed);
+      throw;
+    }
+  }
+  // The consumer's pull took a batch pushed by `push_batch` out of the full queue.
+  void took_batch() noexcept { batches_queued.fetch_sub(1, std::memory_order_relaxed); }
+
   // The end of a single pass, after the consumer's last batch: `batches`, how many it was
-  // handed, rides on a marker through the full queue.
+  // handed, rides on a marker through the full queue. Markers are not batches: no count.
   void push_end(std::uint64_t batches) {
     end_marker.sequence = batches;
-    // Noted first: a pull may take the marker as soon as it is pushed, and must find the note
-    // there to clear.
-    end_queued.store(true, std::memory_order_relaxed);
     this->push(&end_marker);
   }
   // The consumer's pull took the marker; returns the total.
-  std::uint64_t took_end() noexcept {
-    end_queued.store(false, std::memory_order_relaxed);
-    return end_marker.sequence;
-  }
+  [[nodiscard]] std::uint64_t took_end() const noexcept { return end_marker.sequence; }
 
-  // The batches in the full queue; the end marker is none.
+  // The batches in the full queue, counted apart from it: its own size would count the end
+  // marker and stop's wake-up too, and cannot tell when a marker goes in or out.
   [[nodiscard]] std::size_t queued() const override {
-    const std::size_t full = this->full_count();
-    const std::size_t markers = end_queued.load(std::memory_order_relaxed) ? 1 : 0;
-    return full > markers ? full - markers : 0;
+    return batches_queued.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::int64_t free_now() const noexcept override {
     return this->free_slots().available();
@@ -97,7 +104,7 @@ class channel final : public queue_pair<Slot, thread_pool>, public channel_state
   std::uint64_t delivered = 0;
   std::optional<std::uint64_t> total;
   Slot end_marker{typename Slot::marker_tag{}};  // `sequence` is the consumer's total
-  std::atomic<bool> end_queued{false};           // the marker is in the full queue
+  std::atomic<std::size_t> batches_queued{0};    // pushed by producers, not yet pulled
 };
 
 }  // namespace crema::detail

@@ -124,11 +124,14 @@ class delivery {
       }
       if (options_.ordered && slot->sequence != target.next_sequence) {
         // Every undelivered number holds one of this consumer's `prefetch` slots, so the
-        // distance is below that.
+        // distance is below that. Counted in the window before it leaves the queue's count, so
+        // that a snapshot meanwhile still sees it waiting.
         target.reorder[slot->sequence % options_.prefetch] = slot;
         count_in_window(target, true);
+        target.took_batch();
         continue;
       }
+      target.took_batch();
       return deliver(owner, slot);
     }
   }

@@ -129,7 +129,7 @@ class producer_loop {
             warm.handing_on(&target, target.returned.load(std::memory_order_acquire),
                             clock::now() - filling);
           }
-          target.push(slot);
+          target.push_batch(slot);
         } else {
           target.free_slots().release(slot);
         }
