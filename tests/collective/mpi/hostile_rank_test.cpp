@@ -264,11 +264,12 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
     }
   }
 
-  TEST_CASE("a failed allreduce leaves no receive posted into the caller's buffers") {
+  TEST_CASE("a failed allreduce leaves no receive posted into the buffers or the next reducer") {
     // Rank 0 agrees, then is silent on the way down: rank 1 gives up on it with its receives of
     // every chunk posted. Awake, rank 0 sends the chunks, which would land in rank 1's buffer.
-    // They stay on a communicator freed meanwhile, where a later one could be given them: the
-    // mpi.reducer_woken_parent test runs this case alone.
+    // They stay on the spent reducer's communicator, which rank 1 keeps: freed, MPI would give
+    // its id to the next communicator of the two ranks, and the chunks to that one's reducer. The
+    // mpi.reducer_woken_parent test runs this case alone in its job.
     const world job;
     if (job.ranks != 2 || std::getenv("CREMA_TEST_ALONE") == nullptr) return;
     constexpr std::size_t count = 300;
@@ -299,6 +300,10 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
       }
       CHECK(buffers[0] == std::vector<float>(count, 1.0f));
     }
+    // The next reducer of the two ranks sums what they hold, the chunks of the spent one aside.
+    std::vector<std::vector<float>> next(1, std::vector<float>(count, job.rank == 0 ? 1.0f : 2.0f));
+    make_reducer(next, chunk)->allreduce();
+    CHECK(next[0] == std::vector<float>(count, 3.0f));
   }
 
   TEST_CASE("a chunk a rank stopped sending half-way lands in memory its receiver kept") {

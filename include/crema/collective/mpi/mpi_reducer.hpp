@@ -129,9 +129,12 @@ class mpi_reducer {
   mpi_reducer& operator=(const mpi_reducer&) = delete;
   // A spent reducer gave up on requests that may still move data (a receive under way when its
   // peer stopped, a broadcast that cannot be cancelled): MPI may go on writing its own buffers
-  // if the peer wakes, so they are kept until the program exits.
+  // if the peer wakes, so they are kept until the program exits. So is its communicator: a peer
+  // that wakes still sends to it, and freed, its id would take those messages to a later
+  // reducer's on the same ranks, as data.
   ~mpi_reducer() {
     if (!spent_) return;
+    comm_.keep_until_exit();
     detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
     detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));
   }

@@ -53,6 +53,12 @@ class owned_comm {
 
   operator MPI_Comm() const noexcept { return comm_; }  // NOLINT(google-explicit-constructor)
 
+  // Leaves the communicator to MPI, never freed: MPI gives a freed communicator's id to the next
+  // one made on the same processes, and hands that one the messages still on their way to the
+  // freed one (a peer given up on may send them when it wakes). Kept, its id stays taken on this
+  // process, so no later communicator of it can be given them; MPI_Finalize ends it.
+  void keep_until_exit() noexcept { comm_ = MPI_COMM_NULL; }
+
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
