@@ -346,7 +346,7 @@ TEST_SUITE("parameter_server") {
     MPI_Barrier(MPI_COMM_WORLD);
   }
 
-  TEST_CASE("a silent server makes its clients raise mpi_error within their timeout") {
+  TEST_CASE("a silent server spends its clients: each raises mpi_error within its timeout") {
     const world job;
     if (job.ranks < 2) return;
     auto options = fast_options();
@@ -365,6 +365,16 @@ TEST_SUITE("parameter_server") {
       const auto took = std::chrono::steady_clock::now() - started;
       CHECK(took >= 600ms);
       CHECK(took < 3s);
+      // Spent: every later call names that failure at once, rather than wait on a session whose
+      // reply may be half-way.
+      const std::string spent =
+          fmt::format("rank {} cannot pull after its session failed: {}", job.rank, silent);
+      const auto again = std::chrono::steady_clock::now();
+      CHECK_THROWS_WITH_AS(client.pull(), doctest::Contains(spent.c_str()), crema::mpi_error);
+      CHECK(std::chrono::steady_clock::now() - again < 300ms);
+      CHECK_THROWS_WITH_AS(client.push(std::vector<float>(w.size())),
+                           doctest::Contains("cannot push after its session failed"),
+                           crema::mpi_error);
       MPI_Barrier(MPI_COMM_WORLD);
     }
   }

@@ -4,6 +4,7 @@
 #include <crema/collective/ps/compression.hpp>
 #include <crema/collective/ps/mpi/wire.hpp>
 #include <crema/collective/ps/options.hpp>
+#include <crema/core/detail/fmt.hpp>
 #include <crema/core/error.hpp>
 
 #include <mpi.h>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -37,7 +39,10 @@ namespace crema::mpi {
 /// `crema::mpi_error` naming it. A server that stopped in the middle of a message may wake and
 /// send or take the rest: the client keeps what MPI may still use of its own until MPI is done
 /// with it, but the parameters are the caller's, and MPI may still write them then, until
-/// MPI_Finalize.
+/// MPI_Finalize. Once it raised `mpi_error` (a silent server, a refusal, a reply it cannot
+/// read), the client is spent: its session's messages may be half-way or lost, so every later
+/// `pull` or `push` raises `mpi_error` at once, naming that failure, rather than wait for a reply
+/// that may never come or take another exchange's.
 ///
 /// Not thread-safe: one thread calls it. `push` allocates only while its message grows.
 /// @tparam T float or double
@@ -73,14 +78,16 @@ class ps_client {
   /// @brief Waits for the server's parameters and this client's next iteration.
   /// @return the iteration to compute, or nothing once the server shut down (the final
   ///         parameters in place)
-  /// @throws crema::mpi_error if the server is silent for `timeout`, or refused this job;
-  ///         crema::state_error if the iteration it gave before was not pushed
+  /// @throws crema::mpi_error if the server is silent for `timeout`, or refused this job, or
+  ///         the client is spent by such a failure before; crema::state_error if the iteration
+  ///         it gave before was not pushed
   std::optional<std::uint64_t> pull();
 
   /// @brief Sends the diff of the iteration `pull` gave, compressed; returns once the message is
   /// on its way (waiting only for the previous one to have left).
   /// @throws crema::state_error without an iteration to answer; crema::length_error on a diff of
-  ///         another size; crema::mpi_error if the previous message did not leave in `timeout`
+  ///         another size; crema::mpi_error if the previous message did not leave in `timeout`,
+  ///         or the client is spent
   void push(std::span<const T> diff);
 
   /// @brief `push(diff)`, then `pull()`.
@@ -151,18 +158,30 @@ class ps_client {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     if (static_cast<std::size_t>(count) != expected) {
-      done_ = true;
-      crema::detail::fail_with_code<mpi_error>(
-          0, "ps_client: rank {} got {} bytes from the server, rank {}, {}; {} expected", rank_,
-          count, options_.server, what, expected);
+      spend(fmt::format("ps_client: rank {} got {} bytes from the server, rank {}, {}; {} expected",
+                        rank_, count, options_.server, what, expected));
     }
   }
 
-  [[noreturn]] void server_silent(const char* what) const {
-    crema::detail::fail_with_code<mpi_error>(
-        0, "ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})", rank_,
-        options_.server, options_.timeout.count(), what);
+  [[noreturn]] void server_silent(const char* what) {
+    spend(
+        fmt::format("ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})",
+                    rank_, options_.server, options_.timeout.count(), what));
   }
+
+  // Raises `message` as an mpi_error, and every later call with it.
+  [[noreturn]] void spend(std::string message) {
+    spent_ = std::move(message);
+    crema::detail::fail_with_code<mpi_error>(0, "{}", *spent_);
+  }
+  void check_not_spent(const char* call) const {
+    if (!spent_) return;
+    std::string_view failure = *spent_;
+    if (failure.starts_with(own_prefix)) failure.remove_prefix(own_prefix.size());
+    crema::detail::fail_with_code<mpi_error>(
+        0, "ps_client: rank {} cannot {} after its session failed: {}", rank_, call, failure);
+  }
+  static constexpr std::string_view own_prefix = "ps_client: ";
 
   std::span<T> parameters_;
   ps_options options_;
@@ -178,6 +197,7 @@ class ps_client {
   std::optional<std::uint64_t> iteration_;  // the work to answer
   std::uint64_t version_ = 0;
   bool done_ = false;
+  std::optional<std::string> spent_;  // the failure that ended its session
   ps_client_stats stats_;
 };
 
@@ -185,6 +205,7 @@ class ps_client {
 
 template <class T>
 std::optional<std::uint64_t> ps_client<T>::pull() {
+  check_not_spent("pull");
   if (done_) return std::nullopt;
   abandoned_.sweep();
   if (iteration_) {  // the server waits for this diff before it sends anything more
@@ -208,15 +229,12 @@ std::optional<std::uint64_t> ps_client<T>::pull() {
   }
   if (reply.kind != detail::ps_reply_kind::work && reply.kind != detail::ps_reply_kind::done &&
       reply.kind != detail::ps_reply_kind::refused) {
-    done_ = true;
-    crema::detail::fail_with_code<mpi_error>(
-        0, "ps_client: rank {} got a reply of unknown kind {} from the server, rank {}", rank_,
-        static_cast<std::uint64_t>(reply.kind), options_.server);
+    spend(fmt::format("ps_client: rank {} got a reply of unknown kind {} from the server, rank {}",
+                      rank_, static_cast<std::uint64_t>(reply.kind), options_.server));
   }
   if (reply.kind == detail::ps_reply_kind::refused) {
-    done_ = true;
     reply.reason[sizeof reply.reason - 1] = '\0';
-    crema::detail::fail_with_code<mpi_error>(0, "{}", reply.reason);
+    spend(reply.reason);
   }
   if (reply.with_parameters) {
     detail::check(MPI_Irecv(parameters_.data(), static_cast<int>(parameters_.size_bytes()),
@@ -238,6 +256,7 @@ std::optional<std::uint64_t> ps_client<T>::pull() {
 
 template <class T>
 void ps_client<T>::push(std::span<const T> diff) {
+  check_not_spent("push");
   if (!iteration_) {
     crema::detail::fail<state_error>(
         "ps_client: rank {} pushes a diff with no iteration to answer: pull() first", rank_);
