@@ -42,8 +42,8 @@ crema::tree_topology tree_of(std::size_t count) {
 // The hostile rank's end of the reducers' communicator.
 class hostile {
  public:
-  hostile() {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);  // matches the reducers' own MPI_Comm_dup
+  explicit hostile(MPI_Comm parent = MPI_COMM_WORLD) {
+    MPI_Comm_dup(parent, &comm_);  // matches the reducers' own MPI_Comm_dup
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
   }
@@ -123,14 +123,16 @@ class hostile {
   int rank_ = 0;
 };
 
-// Runs `honest_work` on every rank but `hostile_rank`, which runs `attack`; checks that every
-// honest rank raised an mpi_error, soon, and returns its message ("" on the hostile rank).
+// Runs `honest_work` on every rank but `hostile_rank`, which runs `attack` (its communicator a
+// duplicate of `parent`, as the reducers'); checks that every honest rank raised an mpi_error,
+// soon, and returns its message ("" on the hostile rank).
 template <class Honest, class Attack>
-std::string run_against(int hostile_rank, Honest honest_work, Attack attack) {
+std::string run_against(int hostile_rank, Honest honest_work, Attack attack,
+                        MPI_Comm parent = MPI_COMM_WORLD) {
   const world job;
   std::string message;
   if (job.rank == hostile_rank) {
-    hostile rank;
+    hostile rank(parent);
     attack(rank);
   } else {
     std::vector<std::vector<float>> buffers(1, std::vector<float>(elements, 1.0f));
@@ -261,6 +263,27 @@ TEST_SUITE("mpi_reducer, hostile ranks") {
               std::string::npos);
         CHECK(message.find("in the sum of step 1; refused") != std::string::npos);
       }
+    }
+  }
+
+  TEST_CASE("a rank silent at construction leaves the others' communicators with MPI") {
+    // The hostile rank makes its duplicate, as a reducer would, and sends no view: the others'
+    // constructors give up on it, and, no destructor run, must still keep their communicator,
+    // where its view could come late.
+    const world job;
+    if (job.ranks < 2) return;
+    const crema::test::traced_comm comm;
+    const int silent = job.ranks - 1;
+    (void)run_against(
+        silent,
+        [&](auto& buffers) {
+          (void)crema::mpi::mpi_reducer<float>(
+              comm.get(), tree_of(1), crema::test::spans_of(buffers), {.timeout = timeout});
+        },
+        [&](hostile&) {}, comm.get());
+    if (job.rank != silent) {
+      CHECK(comm.duplicates() == 1);
+      CHECK(comm.duplicates_freed() == 0);
     }
   }
 

@@ -4,6 +4,8 @@
 #include <mpi.h>
 #include <signal.h>
 
+#include <deque>
+
 namespace crema::test {
 
 struct mpi_world {
@@ -42,6 +44,12 @@ class traced_comm {
     int copied = 0;
     int deleted = 0;
   };
+  // Kept to the end of the program: a duplicate a component leaves to MPI keeps the attribute,
+  // and MPI_Finalize may call back with it.
+  static counts& new_counts() {
+    static std::deque<counts> all;
+    return all.emplace_back();
+  }
   static int copied(MPI_Comm, int, void*, void* value, void* copy, int* keep) {
     ++static_cast<counts*>(value)->copied;
     *static_cast<void**>(copy) = value;
@@ -55,7 +63,7 @@ class traced_comm {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int keyval_ = MPI_KEYVAL_INVALID;
-  counts counts_;
+  counts& counts_ = new_counts();
 };
 
 // The action SIGPIPE has now in this process (SIG_DFL, SIG_IGN or a handler).

@@ -123,20 +123,17 @@ class mpi_reducer {
         tree_topology::build(rank_ids, [](int, int) { return true; }));
     chunk_.resize(std::min(options_.chunk_elements, std::max<std::size_t>(1, local_.size())));
     incoming_.resize(chunk_.size());
-    agree(operation::construct, 0, local_.size(), 0);
+    try {
+      agree(operation::construct, 0, local_.size(), 0);
+    } catch (...) {
+      if (spent_) keep_what_peers_may_reach();
+      throw;
+    }
   }
   mpi_reducer(const mpi_reducer&) = delete;
   mpi_reducer& operator=(const mpi_reducer&) = delete;
-  // A spent reducer gave up on requests that may still move data (a receive under way when its
-  // peer stopped, a broadcast that cannot be cancelled): MPI may go on writing its own buffers
-  // if the peer wakes, so they are kept until the program exits. So is its communicator: a peer
-  // that wakes still sends to it, and freed, its id would take those messages to a later
-  // reducer's on the same ranks, as data.
   ~mpi_reducer() {
-    if (!spent_) return;
-    comm_.keep_until_exit();
-    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
-    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));
+    if (spent_) keep_what_peers_may_reach();
   }
 
   /// @return all participants, on every rank
@@ -293,8 +290,10 @@ class mpi_reducer {
         spend(fmt::format("rank {} did not answer within {} ms; rank {} was at its {}", answer.rank,
                           options_.timeout.count(), rank_, describe(mine)));
       case detail::verdict_kind::disagrees:
+        // Every rank answered, and no data moves before an agreement: nothing is on its way.
         spend(fmt::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
-                          describe(answer.zero), answer.rank, describe(answer.theirs)));
+                          describe(answer.zero), answer.rank, describe(answer.theirs)),
+              true);
       case detail::verdict_kind::malformed:
         spend(fmt::format(
             "rank {} sent rank 0 {} for the {}; refused", answer.rank,
@@ -397,11 +396,25 @@ class mpi_reducer {
     return std::get<detail::reducer_verdict>(verdict);
   }
 
-  // Marks the reducer spent and raises the failure.
-  [[noreturn]] void spend(std::string reason) {
+  // Marks the reducer spent and raises the failure. `quiet`: every peer answered, and none has
+  // a message on its way to this reducer.
+  [[noreturn]] void spend(std::string reason, bool quiet = false) {
     spent_ = true;
+    peers_quiet_ = quiet;
     spent_reason_ = reason;
     crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: {}", reason);
+  }
+
+  // A reducer spent with peers that may still send gave up on requests that may still move data
+  // (a receive under way when its peer stopped, a broadcast that cannot be cancelled): MPI may go
+  // on writing its own buffers if the peer wakes, so they are kept until the program exits. So
+  // is its communicator: a peer that wakes still sends to it, and freed, its id would take those
+  // messages to a later reducer's on the same ranks, as data.
+  void keep_what_peers_may_reach() {
+    if (peers_quiet_) return;
+    comm_.keep_until_exit();
+    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
+    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));
   }
 
   // Waits for every request (sends, a broadcast) until the timeout; a peer whose request did
@@ -845,6 +858,7 @@ class mpi_reducer {
   std::optional<int> waiting_for_;  // the rank a wait is held up by now, as told to the board
   std::optional<std::pair<std::size_t, std::variant<detail::failure_notice, std::string>>> heard_;
   bool spent_ = false;
+  bool peers_quiet_ = false;  // spent, with nothing of a peer's on its way (see `spend`)
   std::string spent_reason_;
   std::mutex mutex_;
 };
