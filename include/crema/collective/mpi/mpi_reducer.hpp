@@ -126,15 +126,13 @@ class mpi_reducer {
     try {
       agree(operation::construct, 0, local_.size(), 0);
     } catch (...) {
-      if (spent_) keep_what_peers_may_reach();
+      keep_what_peers_may_reach();
       throw;
     }
   }
   mpi_reducer(const mpi_reducer&) = delete;
   mpi_reducer& operator=(const mpi_reducer&) = delete;
-  ~mpi_reducer() {
-    if (spent_) keep_what_peers_may_reach();
-  }
+  ~mpi_reducer() { keep_what_peers_may_reach(); }
 
   /// @return all participants, on every rank
   [[nodiscard]] std::size_t participants() const noexcept { return ranks_ * local_.participants(); }
@@ -405,13 +403,14 @@ class mpi_reducer {
     crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: {}", reason);
   }
 
-  // A reducer spent with peers that may still send gave up on requests that may still move data
-  // (a receive under way when its peer stopped, a broadcast that cannot be cancelled): MPI may go
-  // on writing its own buffers if the peer wakes, so they are kept until the program exits. So
-  // is its communicator: a peer that wakes still sends to it, and freed, its id would take those
-  // messages to a later reducer's on the same ranks, as data.
+  // Nothing unless the reducer is spent with peers that may still send. Such a reducer gave up
+  // on requests that may still move data (a receive under way when its peer stopped, a broadcast
+  // that cannot be cancelled): MPI may go on writing its own buffers if the peer wakes, so they
+  // are kept until the program exits. So is its communicator: a peer that wakes still sends to
+  // it, and freed, its id would take those messages to a later reducer's on the same ranks, as
+  // data.
   void keep_what_peers_may_reach() {
-    if (peers_quiet_) return;
+    if (!spent_ || peers_quiet_) return;
     comm_.keep_until_exit();
     detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
     detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));

@@ -307,10 +307,10 @@ inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
 }
 
 // Gives up on the requests of an operation that are still outstanding when it ends (early, by an
-// exception): `give_up` on each. A receive posted ahead and left so would take
-// the next message of a peer that wakes, into memory its owner has reused or freed by then; a
-// cancelled one takes nothing (one already under way cannot be cancelled: its buffer must stay
-// with the component, or be the caller's). On a normal end every request is null: nothing to do.
+// exception): `give_up` on each. A receive posted ahead and left so would take the next message
+// of a peer that wakes, into memory its owner has reused or freed by then; a cancelled one takes
+// nothing (one already under way cannot be cancelled: its buffer must stay with the component, or
+// be the caller's). On a normal end every request is null: nothing to do.
 template <std::size_t Sets>
 class requests_given_up_on_exit {
  public:
