@@ -1,6 +1,6 @@
 #pragma once
 
-#include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/pointer_queue.hpp>
 #include <crema/core/detail/spin_wait.hpp>
 #include <crema/core/error.hpp>
 #include <crema/pipeline/slot_pool.hpp>
@@ -12,6 +12,13 @@
 #include <utility>
 
 namespace crema {
+
+namespace detail {
+// The pops' own spin decides; moodycamel's semaphore would spin again before it sleeps.
+struct full_queue_traits : moodycamel::ConcurrentQueueDefaultTraits {
+  static constexpr int MAX_SEMA_SPINS = 0;
+};
+}  // namespace detail
 
 /// @brief Caffe's free/full queue pair, lock-free: a `slot_pool` of preallocated free slots that
 /// producers acquire (suspending while it is empty), and a queue of full slots that one consumer
@@ -95,13 +102,8 @@ class queue_pair {
     return got;
   }
 
-  // The pops' own spin decides; moodycamel's semaphore would spin again before it sleeps.
-  struct full_traits : moodycamel::ConcurrentQueueDefaultTraits {
-    static constexpr int MAX_SEMA_SPINS = 0;
-  };
-
   slot_pool<Slot, Executor> free_;
-  moodycamel::BlockingConcurrentQueue<Slot*, full_traits> full_;
+  detail::blocking_pointer_queue<Slot, detail::full_queue_traits> full_;
   std::atomic<unsigned> missed_spins_{0};  // pops in a row whose spin found nothing (up to 2)
   std::atomic<unsigned> unspun_{0};        // pops that did not spin, to spin every 16th
 };

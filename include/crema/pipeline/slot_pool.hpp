@@ -1,9 +1,9 @@
 #pragma once
 
 #include <crema/core/detail/checked.hpp>
-#include <crema/core/detail/concurrentqueue.hpp>
 #include <crema/core/detail/index_queue.hpp>
 #include <crema/core/detail/index_stack.hpp>
+#include <crema/core/detail/pointer_queue.hpp>
 #include <crema/core/detail/spin_wait.hpp>
 #include <crema/core/error.hpp>
 
@@ -282,8 +282,8 @@ class slot_pool {
   std::uint32_t capacity_;
   std::vector<Slot> slots_;  // reserved once: stable addresses
   free_list free_;           // numbers of the free slots, in the order they go out
-  moodycamel::ConcurrentQueue<waiter*> waiters_;
-  moodycamel::ConcurrentQueue<Slot*> parked_;  // released for waiters, not handed over yet
+  detail::pointer_queue<waiter> waiters_;
+  detail::pointer_queue<Slot> parked_;  // released for waiters, not handed over yet
   std::atomic<std::size_t> parked_count_{0};
   std::size_t group_ = 1;
   std::atomic<bool> polled_{false};  // a poller kicks: `release` wakes nobody
