@@ -4,17 +4,10 @@
 // in one translation unit of a test program of its own. Under a sanitizer, whose allocator cannot
 // be replaced, nothing is replaced and CREMA_TEST_SANITIZED is defined: the tests say they skip.
 
+#include "common/sanitized.hpp"
+
 #include <atomic>
 #include <cstddef>
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CREMA_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define CREMA_TEST_SANITIZED 1
-#endif
-#endif
 
 #ifndef CREMA_TEST_SANITIZED
 namespace crema::test {
