@@ -7,6 +7,33 @@
 
 namespace crema::detail {
 
+/// @brief One of moodycamel's queues of `void*`, its operations out of line.
+///
+/// Each operation is compiled once for each queue type, whatever points into it, and called, not
+/// copied into every caller: moodycamel's bodies are large (a block to allocate, a producer to
+/// find), and a copy in each caller would spend the compiler's inlining budget for the unit,
+/// which the per-record calls of a producer need more (a source's `next()` left out of line
+/// costs every record a call). A queue operation comes a few times a batch, its call a few
+/// instructions.
+/// @tparam Queue `moodycamel::ConcurrentQueue<void*, Traits>` or its blocking form
+template <class Queue>
+class untyped_queue {
+ public:
+  untyped_queue() = default;
+  explicit untyped_queue(std::size_t capacity) : queue_(capacity) {}
+
+  [[gnu::noinline]] bool enqueue(void* item) { return queue_.enqueue(item); }
+  [[gnu::noinline]] bool try_dequeue(void*& item) { return queue_.try_dequeue(item); }
+  [[gnu::noinline]] void wait_dequeue(void*& item) { queue_.wait_dequeue(item); }
+  [[gnu::noinline]] bool wait_dequeue_timed(void*& item, std::chrono::microseconds timeout) {
+    return queue_.wait_dequeue_timed(item, timeout);
+  }
+  [[nodiscard]] std::size_t size_approx() const { return queue_.size_approx(); }
+
+ private:
+  Queue queue_;
+};
+
 /// @brief One of moodycamel's queues, of `T*` kept as `void*`.
 ///
 /// Every pointer type shares one instantiation of moodycamel's queue, a few thousand functions:
@@ -37,7 +64,8 @@ class erased_pointer_queue {
   /// @brief Blocks until an item comes or `timeout` has passed (the blocking queue only).
   template <class Rep, class Period>
   bool wait_dequeue_timed(T*& item, std::chrono::duration<Rep, Period> timeout) {
-    return take(item, [&](void*& erased) { return queue_.wait_dequeue_timed(erased, timeout); });
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+    return take(item, [&](void*& erased) { return queue_.wait_dequeue_timed(erased, micros); });
   }
   [[nodiscard]] std::size_t size_approx() const { return queue_.size_approx(); }
 
@@ -50,7 +78,7 @@ class erased_pointer_queue {
     return true;
   }
 
-  Queue queue_;
+  untyped_queue<Queue> queue_;
 };
 
 /// @brief A lock-free queue of `T*` (moodycamel's `ConcurrentQueue`).
