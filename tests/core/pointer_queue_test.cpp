@@ -26,11 +26,14 @@ TEST_SUITE("pointer queues") {
     CHECK_FALSE(queue.try_dequeue(item));
   }
 
-  TEST_CASE("blocking_pointer_queue: a waiting consumer gets what another thread enqueues") {
+  TEST_CASE(
+      "blocking_pointer_queue: a waiting consumer gets what another thread enqueues and a "
+      "timeout below zero waits for nothing") {
     int value = 7;
     crema::detail::blocking_pointer_queue<int> queue(4);
     int* item = nullptr;
     CHECK_FALSE(queue.wait_dequeue_timed(item, std::chrono::milliseconds(1)));
+    CHECK_FALSE(queue.wait_dequeue_timed(item, std::chrono::milliseconds(-5)));  // no wait at all
     CHECK(item == nullptr);
     std::thread producer([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

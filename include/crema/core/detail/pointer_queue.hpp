@@ -2,6 +2,7 @@
 
 #include <crema/core/detail/concurrentqueue.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 
@@ -61,10 +62,12 @@ class erased_pointer_queue {
       return true;
     });
   }
-  /// @brief Blocks until an item comes or `timeout` has passed (the blocking queue only).
+  /// @brief Blocks until an item comes or `timeout` has passed (the blocking queue only). A
+  /// timeout below zero waits for nothing, where moodycamel's own would wait for ever.
   template <class Rep, class Period>
   bool wait_dequeue_timed(T*& item, std::chrono::duration<Rep, Period> timeout) {
-    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+    const auto micros = std::max(std::chrono::duration_cast<std::chrono::microseconds>(timeout),
+                                 std::chrono::microseconds::zero());
     return take(item, [&](void*& erased) { return queue_.wait_dequeue_timed(erased, micros); });
   }
   [[nodiscard]] std::size_t size_approx() const { return queue_.size_approx(); }
