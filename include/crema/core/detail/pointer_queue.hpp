@@ -8,14 +8,14 @@
 
 namespace crema::detail {
 
-/// @brief One of moodycamel's queues of `void*`, its operations out of line.
+/// @brief One of moodycamel's queues of `void*`, its enqueue and waits out of line.
 ///
-/// Each operation is compiled once for each queue type, whatever points into it, and called, not
-/// copied into every caller: moodycamel's bodies are large (a block to allocate, a producer to
-/// find), and a copy in each caller would spend the compiler's inlining budget for the unit,
-/// which the per-record calls of a producer need more (a source's `next()` left out of line
-/// costs every record a call). A queue operation comes a few times a batch, its call a few
-/// instructions.
+/// Those operations are compiled once for each queue type, whatever points into it, and called,
+/// not copied into every caller: their bodies are large (a block to allocate, a producer to find,
+/// a semaphore), and a copy in each caller would spend the compiler's inlining budget for the
+/// unit, which the per-record calls of a producer need more (a source's `next()` left out of line
+/// costs every record a call). They come a few times a batch, their calls a few instructions.
+/// `try_dequeue`, which spins call over and over, stays inline.
 /// @tparam Queue `moodycamel::ConcurrentQueue<void*, Traits>` or its blocking form
 template <class Queue>
 class untyped_queue {
@@ -24,7 +24,7 @@ class untyped_queue {
   explicit untyped_queue(std::size_t capacity) : queue_(capacity) {}
 
   [[gnu::noinline]] bool enqueue(void* item) { return queue_.enqueue(item); }
-  [[gnu::noinline]] bool try_dequeue(void*& item) { return queue_.try_dequeue(item); }
+  bool try_dequeue(void*& item) { return queue_.try_dequeue(item); }
   [[gnu::noinline]] void wait_dequeue(void*& item) { queue_.wait_dequeue(item); }
   [[gnu::noinline]] bool wait_dequeue_timed(void*& item, std::chrono::microseconds timeout) {
     return queue_.wait_dequeue_timed(item, timeout);
