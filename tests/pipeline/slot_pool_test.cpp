@@ -229,6 +229,38 @@ TEST_SUITE("slot_pool wake-ups") {
     waiting.done.wait();
   }
 
+  TEST_CASE("a stop that races a release parking a slot for a waiter still wakes the waiter") {
+    // A release counts its slot as a waiter's, then as parked. A stop between the two found
+    // neither a waiter to wake nor a parked slot, and the waiter slept for good: the soak hung
+    // there once, the releasing thread preempted in the window. The window is a few
+    // instructions wide, so a second of trials rarely lands in it (a sleep put there made the
+    // first trial fail); they race the two under ThreadSanitizer too.
+    crema::test::watchdog guard(std::chrono::seconds(60), "slot_pool stop racing a release");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (int trial = 1; std::chrono::steady_clock::now() < until; ++trial) {
+      two_waiters waiting(2);
+      std::atomic<int> ready{0};
+      const auto meet = [&] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+      };
+      std::thread releaser([&] {
+        meet();
+        waiting.pool.release(waiting.a);
+      });
+      meet();
+      waiting.pool.stop();
+      releaser.join();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!waiting.done.try_wait() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      CAPTURE(trial);
+      REQUIRE(waiting.done.try_wait());
+    }
+  }
+
   TEST_CASE("while polled, a release resumes nobody, and the poller's kick and stop_polling do") {
     crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool polled");
     two_waiters waiting(1);  // a pool that wakes a waiter per released slot

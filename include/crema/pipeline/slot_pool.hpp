@@ -110,6 +110,9 @@ class slot_pool {
     // them sees the other, so a slot parked as polling ends is never left behind.
     const std::size_t parked = parked_count_.fetch_add(1) + 1;
     parked_.enqueue(slot);
+    // A stop since the first count found this slot's waiter neither waiting nor parked for: it is
+    // this release's to wake. (Read after the count: a stop that missed the count is seen here.)
+    if (stopped_.load()) return wake_parked();
     if (polled_.load() || parked < group_) return 0;
     return wake_parked();
   }
@@ -146,7 +149,8 @@ class slot_pool {
     // Permits that no slot backs: later acquirers see `stopped_` and take none.
     const std::int64_t before = available_.fetch_add(stop_permits, std::memory_order_acq_rel);
     for (std::int64_t i = before; i < 0; ++i) hand_over(pop_waiter(), nullptr);
-    // The waiters of parked slots were not counted above: their permits were granted.
+    // The waiters of parked slots were not counted above: their permits were granted. A release
+    // whose slot is counted for a waiter but not yet parked wakes that waiter itself.
     for (std::size_t parked = parked_count_.exchange(0, std::memory_order_acq_rel); parked > 0;
          --parked) {
       hand_over(pop_waiter(), nullptr);
