@@ -1,10 +1,10 @@
-// The soak (label slow, outside CI: `ctest --preset slow`, or run crema_soak_tests): 10^8 records
-// (CREMA_SOAK_RECORDS to change it) through pipelines of random shapes that are stopped,
-// destroyed under their consumers or run to the end of their pass, over sources and transforms
-// that throw now and then. After a warm-up, the process's resident memory (not under a
-// sanitizer), threads and file descriptors must stay where they were (read from /proc), and
-// every pass that ended without a failure must have delivered every record exactly once across
-// its consumers.
+// The soak (label slow, outside CI: `cmake --workflow --preset slow`, or run crema_soak_tests):
+// 10^8 records (CREMA_SOAK_RECORDS to change it) through pipelines of random shapes that are
+// stopped, destroyed under their consumers or run to the end of their pass, over sources and
+// transforms that throw now and then. After a warm-up, the process's resident memory (not under a
+// sanitizer), threads and file descriptors must stay where they were (read from /proc), and every
+// pass that ended without a failure must have delivered every record exactly once across its
+// consumers.
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
 #include "common/sanitized.hpp"
