@@ -4,7 +4,14 @@
 // transforms that throw now and then. After a warm-up, the process's resident memory (not under a
 // sanitizer), threads and file descriptors must stay where they were (read from /proc), and every
 // pass that ended without a failure must have delivered every record exactly once across its
-// consumers.
+// consumers. Twice: into host batches, and into device batches on emulated devices (uploaded on
+// the consumer's stream, on each batch's own, or by an uploader), which must also leave no device
+// memory behind and arrive on the device as they were filled.
+#include <crema/memory/emulated_device_resource.hpp>
+#include <crema/memory/emulated_stream.hpp>
+#include <crema/memory/host_malloc_resource.hpp>
+#include <crema/pipeline/batch_uploader.hpp>
+#include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
 #include "common/sanitized.hpp"
@@ -12,13 +19,16 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -99,6 +109,92 @@ struct throwing_copy {
   }
 };
 
+// The host batches' records: items that carry their pass.
+struct host_first_pass {
+  template <class Batch, class Visit>
+  bool operator()(const Batch& batch, Visit&& visit) const {
+    for (const std::uint64_t item : batch.items()) {
+      if ((item >> 32) == 0) visit(static_cast<std::uint32_t>(item));
+    }
+    return true;
+  }
+};
+
+// Device batches on emulated devices, one per consumer, whose uploads go on the consumer's stream,
+// on a stream of each batch's own, or through the consumer's uploader (drawn per run). A record
+// fills its pixels and label with its number in its first pass, with -1 after.
+using soak_device_batch =
+    crema::device_batch<float, crema::host_malloc_resource, crema::emulated_device_resource>;
+using soak_uploader = crema::batch_uploader<crema::emulated_stream>;
+enum class uploads_on { consumer_stream, own_stream, uploader };
+
+struct device_rig {
+  device_rig(std::size_t consumers, uploads_on how) : uploads(how), devices(consumers) {
+    for (std::size_t c = 0; c < consumers; ++c) {
+      streams.push_back(std::make_shared<crema::emulated_stream>());
+      uploaders.push_back(std::make_shared<soak_uploader>());
+    }
+  }
+  [[nodiscard]] std::int64_t live_bytes() const {
+    std::int64_t live = 0;
+    for (const auto& device : devices) live += device.stats().live_bytes;
+    return live;
+  }
+  uploads_on uploads;
+  std::deque<crema::emulated_device> devices;
+  std::vector<std::shared_ptr<crema::emulated_stream>> streams;
+  std::vector<std::shared_ptr<soak_uploader>> uploaders;
+};
+
+struct throwing_fill {
+  using batch_type = soak_device_batch;
+  static constexpr crema::record_shape shape{1, 2, 2};
+  std::shared_ptr<device_rig> rig;
+  std::uint64_t throw_on = ~std::uint64_t{0};
+
+  batch_type make_batch(const crema::batch_context& where) const {
+    crema::emulated_device_resource device(rig->devices.at(where.consumer));
+    switch (rig->uploads) {
+      case uploads_on::consumer_stream:
+        return batch_type(where.batch_size, shape, rig->streams.at(where.consumer), {}, device);
+      case uploads_on::uploader:
+        return batch_type(where.batch_size, shape, rig->uploaders.at(where.consumer), {}, device);
+      case uploads_on::own_stream:
+        break;
+    }
+    return batch_type(where.batch_size, shape, {}, device);
+  }
+  void operator()(std::uint32_t record, batch_type& batch,
+                  const crema::sample_context& context) const {
+    if (record == throw_on) throw std::runtime_error("soak: the transform fails");
+    const float value = context.epoch == 0 ? static_cast<float>(record) : -1.0f;
+    const auto pixels = batch.record(context.index);
+    std::fill(pixels.begin(), pixels.end(), value);
+    batch.set_label(context.index, value);
+  }
+};
+
+// The device batches' records, read from the (emulated) device as a kernel would; false if a
+// sample's pixels disagree with its label.
+struct device_first_pass {
+  template <class Visit>
+  bool operator()(const soak_device_batch& batch, Visit&& visit) const {
+    const auto on_device = batch.device();  // waits for the upload
+    const std::size_t elements = throwing_fill::shape.elements();
+    bool intact = true;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const float label = on_device.labels.data()[i];  // emulated device memory is the host's
+      const float* pixels = on_device.data.data() + i * elements;
+      if (!std::all_of(pixels, pixels + elements, [&](float value) { return value == label; })) {
+        intact = false;
+      } else if (label >= 0) {
+        visit(static_cast<std::uint32_t>(label));
+      }
+    }
+    return intact;
+  }
+};
+
 enum class ending { end_of_pass, stop, destroy };
 
 struct run_result {
@@ -107,8 +203,12 @@ struct run_result {
   bool exact = true;  // no record twice; with a whole pass, every record once
 };
 
-// One pipeline of a random shape, ended as `how` says.
-run_result one_run(std::mt19937_64& draw, ending how) {
+// One pipeline of a random shape, ended as `how` says. `make_transform(consumers, throw_on)`
+// makes its transform; `first_pass(batch, visit)` visits the records of the batch's first pass
+// and says whether the batch was intact.
+template <class MakeTransform, class FirstPass>
+run_result one_run(std::mt19937_64& draw, ending how, MakeTransform&& make_transform,
+                   FirstPass&& first_pass) {
   const auto pick = [&](std::uint64_t low, std::uint64_t high) {
     return std::uniform_int_distribution<std::uint64_t>(low, high)(draw);
   };
@@ -129,22 +229,26 @@ run_result one_run(std::mt19937_64& draw, ending how) {
                                               std::vector<std::uint8_t>(records, 0));
   std::atomic<std::uint64_t> delivered{0};
   std::atomic<bool> failed{false};
+  std::atomic<bool> intact{true};
   std::vector<std::thread> consumers;
   {
     crema::double_buffered_pipeline pipe{
         throwing_numbers(records, source_throws ? pick(0, records - 1) : ~std::uint64_t{0}),
-        throwing_copy{transform_throws ? pick(0, records - 1) : ~std::uint64_t{0}}, options};
+        make_transform(options.consumers,
+                       transform_throws ? pick(0, records - 1) : ~std::uint64_t{0}),
+        options};
     for (std::size_t c = 0; c < options.consumers; ++c) {
       consumers.emplace_back([&, c, consumer = pipe.consumer(c)]() mutable {
         try {
           std::uint64_t batches = 0;
           while (auto batch = consumer.pull()) {
-            for (const std::uint64_t item : batch->items()) {
-              // A repeating run wraps: count the records of its first pass.
-              const auto record = static_cast<std::uint32_t>(item);
-              if ((item >> 32) == 0 && seen[c][record] < 255) ++seen[c][record];
+            // A repeating run wraps: count the records of its first pass.
+            if (!first_pass(*batch, [&](std::uint32_t record) {
+                  if (seen[c][record] < 255) ++seen[c][record];
+                })) {
+              intact = false;
             }
-            delivered.fetch_add(batch.size(), std::memory_order_relaxed);
+            delivered.fetch_add(batch->size(), std::memory_order_relaxed);
             if (how == ending::stop && c == 0 && ++batches == stop_after) pipe.stop();
           }
         } catch (const crema::pipeline_error&) {
@@ -161,7 +265,7 @@ run_result one_run(std::mt19937_64& draw, ending how) {
   for (auto& consumer : consumers) {
     if (consumer.joinable()) consumer.join();
   }
-  run_result result{delivered.load(), failed.load(), true};
+  run_result result{delivered.load(), failed.load(), intact.load()};
   for (std::uint32_t record = 0; record < records; ++record) {
     std::size_t times = 0;
     for (const auto& one : seen) times += one[record];
@@ -174,11 +278,11 @@ run_result one_run(std::mt19937_64& draw, ending how) {
   return result;
 }
 
-}  // namespace
-
-TEST_CASE(
-    "soak: pipelines stopped, destroyed and failing at random hold memory, threads and "
-    "descriptors flat, and every whole pass is exact") {
+// Runs pipelines, each made and ended by `run_one(draw, how)`, until `CREMA_SOAK_RECORDS`
+// records (10^8 unless set) and at least 60 pipelines have gone through, then checks what the
+// soak promises; `run_one` returns its run's result.
+template <class RunOne>
+void soak(RunOne&& run_one) {
   const char* asked = std::getenv("CREMA_SOAK_RECORDS");
   const std::uint64_t target = asked != nullptr ? std::strtoull(asked, nullptr, 10) : 100'000'000;
   std::mt19937_64 draw(20261125);
@@ -191,7 +295,7 @@ TEST_CASE(
   const auto started = std::chrono::steady_clock::now();
   while (delivered < target || runs < 60) {
     const auto how = static_cast<ending>(std::uniform_int_distribution<int>(0, 2)(draw));
-    const run_result result = one_run(draw, how);
+    const run_result result = run_one(draw, how);
     delivered += result.delivered;
     failures += result.failed ? 1 : 0;
     whole_passes += how == ending::end_of_pass && !result.failed ? 1 : 0;
@@ -225,4 +329,39 @@ TEST_CASE(
 #else
   CHECK(after.resident_kib <= warm.resident_kib + 16 * 1024);
 #endif
+}
+
+}  // namespace
+
+TEST_CASE(
+    "soak: pipelines stopped, destroyed and failing at random hold memory, threads and "
+    "descriptors flat, and every whole pass is exact") {
+  soak([](std::mt19937_64& draw, ending how) {
+    return one_run(
+        draw, how,
+        [](std::size_t /*consumers*/, std::uint64_t throw_on) { return throwing_copy{throw_on}; },
+        host_first_pass{});
+  });
+}
+
+TEST_CASE(
+    "soak: pipelines of device batches stopped, destroyed and failing at random leave no device "
+    "memory, hold threads and descriptors flat, and every whole pass is exact") {
+  std::size_t device_leaks = 0;
+  soak([&](std::mt19937_64& draw, ending how) {
+    std::shared_ptr<device_rig> rig;
+    const auto uploads = static_cast<uploads_on>(std::uniform_int_distribution<int>(0, 2)(draw));
+    const run_result result = one_run(
+        draw, how,
+        [&](std::size_t consumers, std::uint64_t throw_on) {
+          rig = std::make_shared<device_rig>(consumers, uploads);
+          return throwing_fill{rig, throw_on};
+        },
+        device_first_pass{});
+    for (const auto& stream : rig->streams) stream->synchronize();
+    for (const auto& uploader : rig->uploaders) uploader->stream().synchronize();
+    device_leaks += rig->live_bytes() != 0 ? 1 : 0;
+    return result;
+  });
+  CHECK(device_leaks == 0);
 }
