@@ -8,96 +8,23 @@
 // the consumer's stream, on each batch's own, or by an uploader), which must also leave no device
 // memory behind and arrive on the device as they were filled.
 #include <crema/memory/emulated_device_resource.hpp>
-#include <crema/memory/emulated_stream.hpp>
 #include <crema/memory/host_malloc_resource.hpp>
-#include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/device_batch.hpp>
-#include <crema/pipeline/double_buffered_pipeline.hpp>
 
-#include "common/sanitized.hpp"
+#include "common/soak.hpp"
 
 #include <doctest/doctest.h>
-#include <fmt/format.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
 
 namespace {
 
-using namespace std::chrono_literals;
-
-// What the process holds now, from /proc.
-struct process_usage {
-  std::size_t resident_kib = 0;
-  std::size_t threads = 0;
-  std::size_t descriptors = 0;
-};
-
-std::size_t status_field(const char* name) {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == name) {
-      std::size_t value = 0;
-      status >> value;
-      return value;
-    }
-    status.ignore(1 << 16, '\n');
-  }
-  return 0;
-}
-
-process_usage usage_now() {
-  process_usage now;
-  now.resident_kib = status_field("VmRSS:");
-  now.threads = status_field("Threads:");
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    ++now.descriptors;
-  }
-  return now;
-}
-
-// Numbers 0 .. count - 1 that throw when record `throw_at` is read (never if it is past the end).
-class throwing_numbers {
- public:
-  using record_type = std::uint32_t;
-  static constexpr bool records_are_stable = true;
-
-  throwing_numbers(std::uint32_t count, std::uint64_t throw_at)
-      : inner_(numbers(count), "soak"), throw_at_(throw_at) {}
-
-  const std::uint32_t* next() {
-    if (inner_.position() == throw_at_) throw std::runtime_error("soak: the source fails");
-    return inner_.next();
-  }
-  void rewind() { inner_.rewind(); }
-  void shard(std::size_t rank, std::size_t world) { inner_.shard(rank, world); }
-  [[nodiscard]] crema::record_position position() const { return inner_.position(); }
-  void seek(crema::record_position position) { inner_.seek(position); }
-  [[nodiscard]] std::string key() const { return inner_.key(); }
-
- private:
-  static std::vector<std::uint32_t> numbers(std::uint32_t count) {
-    std::vector<std::uint32_t> values(count);
-    for (std::uint32_t i = 0; i < count; ++i) values[i] = i;
-    return values;
-  }
-  crema::vector_source<std::uint32_t> inner_;
-  std::uint64_t throw_at_;
-};
+using namespace crema::test::soaking;
 
 // Each item: the record and its pass (a batch of a repeating run may hold the end of one pass and
 // the start of the next).
@@ -120,216 +47,22 @@ struct host_first_pass {
   }
 };
 
-// Device batches on emulated devices, one per consumer, whose uploads go on the consumer's stream,
-// on a stream of each batch's own, or through the consumer's uploader (drawn per run). A record
-// fills its pixels and label with its number in its first pass, with -1 after.
-using soak_device_batch =
-    crema::device_batch<float, crema::host_malloc_resource, crema::emulated_device_resource>;
-using soak_uploader = crema::batch_uploader<crema::emulated_stream>;
-enum class uploads_on { consumer_stream, own_stream, uploader };
-
-struct device_rig {
-  device_rig(std::size_t consumers, uploads_on how) : uploads(how), devices(consumers) {
-    for (std::size_t c = 0; c < consumers; ++c) {
-      streams.push_back(std::make_shared<crema::emulated_stream>());
-      uploaders.push_back(std::make_shared<soak_uploader>());
-    }
+// The emulated devices of one pipeline, one per consumer.
+struct emulated_devices {
+  explicit emulated_devices(std::size_t consumers) : devices(consumers) {}
+  [[nodiscard]] crema::emulated_device_resource resource(std::size_t consumer) {
+    return crema::emulated_device_resource(devices.at(consumer));
   }
   [[nodiscard]] std::int64_t live_bytes() const {
     std::int64_t live = 0;
     for (const auto& device : devices) live += device.stats().live_bytes;
     return live;
   }
-  uploads_on uploads;
   std::deque<crema::emulated_device> devices;
-  std::vector<std::shared_ptr<crema::emulated_stream>> streams;
-  std::vector<std::shared_ptr<soak_uploader>> uploaders;
 };
 
-struct throwing_fill {
-  using batch_type = soak_device_batch;
-  static constexpr crema::record_shape shape{1, 2, 2};
-  std::shared_ptr<device_rig> rig;
-  std::uint64_t throw_on = ~std::uint64_t{0};
-
-  batch_type make_batch(const crema::batch_context& where) const {
-    crema::emulated_device_resource device(rig->devices.at(where.consumer));
-    switch (rig->uploads) {
-      case uploads_on::consumer_stream:
-        return batch_type(where.batch_size, shape, rig->streams.at(where.consumer), {}, device);
-      case uploads_on::uploader:
-        return batch_type(where.batch_size, shape, rig->uploaders.at(where.consumer), {}, device);
-      case uploads_on::own_stream:
-        break;
-    }
-    return batch_type(where.batch_size, shape, {}, device);
-  }
-  void operator()(std::uint32_t record, batch_type& batch,
-                  const crema::sample_context& context) const {
-    if (record == throw_on) throw std::runtime_error("soak: the transform fails");
-    const float value = context.epoch == 0 ? static_cast<float>(record) : -1.0f;
-    const auto pixels = batch.record(context.index);
-    std::fill(pixels.begin(), pixels.end(), value);
-    batch.set_label(context.index, value);
-  }
-};
-
-// The device batches' records, read from the (emulated) device as a kernel would; false if a
-// sample's pixels disagree with its label.
-struct device_first_pass {
-  template <class Visit>
-  bool operator()(const soak_device_batch& batch, Visit&& visit) const {
-    const auto on_device = batch.device();  // waits for the upload
-    const std::size_t elements = throwing_fill::shape.elements();
-    bool intact = true;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const float label = on_device.labels.data()[i];  // emulated device memory is the host's
-      const float* pixels = on_device.data.data() + i * elements;
-      if (!std::all_of(pixels, pixels + elements, [&](float value) { return value == label; })) {
-        intact = false;
-      } else if (label >= 0) {
-        visit(static_cast<std::uint32_t>(label));
-      }
-    }
-    return intact;
-  }
-};
-
-enum class ending { end_of_pass, stop, destroy };
-
-struct run_result {
-  std::uint64_t delivered = 0;
-  bool failed = false;
-  bool exact = true;  // no record twice; with a whole pass, every record once
-};
-
-// One pipeline of a random shape, ended as `how` says. `make_transform(consumers, throw_on)`
-// makes its transform; `first_pass(batch, visit)` visits the records of the batch's first pass
-// and says whether the batch was intact.
-template <class MakeTransform, class FirstPass>
-run_result one_run(std::mt19937_64& draw, ending how, MakeTransform&& make_transform,
-                   FirstPass&& first_pass) {
-  const auto pick = [&](std::uint64_t low, std::uint64_t high) {
-    return std::uniform_int_distribution<std::uint64_t>(low, high)(draw);
-  };
-  const auto records = static_cast<std::uint32_t>(pick(1, 30'000));
-  const bool source_throws = pick(0, 9) == 0;
-  const bool transform_throws = pick(0, 9) == 0;
-  const crema::pipeline_options options{.batch_size = pick(1, 256),
-                                        .prefetch = pick(1, 4),
-                                        .producers = pick(1, 4),
-                                        .threads = pick(1, 3),
-                                        .consumers = pick(1, 2),
-                                        .mode = how == ending::end_of_pass
-                                                    ? crema::pipeline_mode::single_pass
-                                                    : crema::pipeline_mode::repeat,
-                                        .ordered = pick(0, 1) == 1};
-  const std::uint64_t stop_after = pick(1, 40);  // batches consumer 0 takes before a stop
-  std::vector<std::vector<std::uint8_t>> seen(options.consumers,
-                                              std::vector<std::uint8_t>(records, 0));
-  std::atomic<std::uint64_t> delivered{0};
-  std::atomic<bool> failed{false};
-  std::atomic<bool> intact{true};
-  std::vector<std::thread> consumers;
-  {
-    crema::double_buffered_pipeline pipe{
-        throwing_numbers(records, source_throws ? pick(0, records - 1) : ~std::uint64_t{0}),
-        make_transform(options.consumers,
-                       transform_throws ? pick(0, records - 1) : ~std::uint64_t{0}),
-        options};
-    for (std::size_t c = 0; c < options.consumers; ++c) {
-      consumers.emplace_back([&, c, consumer = pipe.consumer(c)]() mutable {
-        try {
-          std::uint64_t batches = 0;
-          while (auto batch = consumer.pull()) {
-            // A repeating run wraps: count the records of its first pass.
-            if (!first_pass(*batch, [&](std::uint32_t record) {
-                  if (seen[c][record] < 255) ++seen[c][record];
-                })) {
-              intact = false;
-            }
-            delivered.fetch_add(batch->size(), std::memory_order_relaxed);
-            if (how == ending::stop && c == 0 && ++batches == stop_after) pipe.stop();
-          }
-        } catch (const crema::pipeline_error&) {
-          failed = true;
-        }
-      });
-    }
-    if (how == ending::destroy)
-      std::this_thread::sleep_for(std::chrono::microseconds(pick(0, 500)));
-    if (how != ending::destroy) {
-      for (auto& consumer : consumers) consumer.join();
-    }
-  }  // destroyed: consumers still pulling get an empty lease
-  for (auto& consumer : consumers) {
-    if (consumer.joinable()) consumer.join();
-  }
-  run_result result{delivered.load(), failed.load(), intact.load()};
-  for (std::uint32_t record = 0; record < records; ++record) {
-    std::size_t times = 0;
-    for (const auto& one : seen) times += one[record];
-    if (how == ending::end_of_pass) {
-      if (times > 1 || (!result.failed && times != 1)) result.exact = false;
-    } else if (times > 1) {
-      result.exact = false;
-    }
-  }
-  return result;
-}
-
-// Runs pipelines, each made and ended by `run_one(draw, how)`, until `CREMA_SOAK_RECORDS`
-// records (10^8 unless set) and at least 60 pipelines have gone through, then checks what the
-// soak promises; `run_one` returns its run's result.
-template <class RunOne>
-void soak(RunOne&& run_one) {
-  const char* asked = std::getenv("CREMA_SOAK_RECORDS");
-  const std::uint64_t target = asked != nullptr ? std::strtoull(asked, nullptr, 10) : 100'000'000;
-  std::mt19937_64 draw(20261125);
-  std::uint64_t delivered = 0;
-  std::size_t runs = 0;
-  std::size_t whole_passes = 0;
-  std::size_t failures = 0;
-  std::size_t inexact = 0;
-  process_usage warm{};
-  const auto started = std::chrono::steady_clock::now();
-  while (delivered < target || runs < 60) {
-    const auto how = static_cast<ending>(std::uniform_int_distribution<int>(0, 2)(draw));
-    const run_result result = run_one(draw, how);
-    delivered += result.delivered;
-    failures += result.failed ? 1 : 0;
-    whole_passes += how == ending::end_of_pass && !result.failed ? 1 : 0;
-    inexact += result.exact ? 0 : 1;
-    if (++runs == 50) warm = usage_now();
-  }
-  // Joined threads leave /proc a moment later.
-  process_usage after = usage_now();
-  for (int i = 0; i < 100 && after.threads > warm.threads; ++i) {
-    std::this_thread::sleep_for(10ms);
-    after = usage_now();
-  }
-  MESSAGE(fmt::format(
-      "{} records in {} runs ({} whole passes, {} failed on purpose) in {:.1f} s; resident {} -> "
-      "{} KiB, threads {} -> {}, descriptors {} -> {}",
-      delivered, runs, whole_passes, failures,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
-      warm.resident_kib, after.resident_kib, warm.threads, after.threads, warm.descriptors,
-      after.descriptors));
-  CHECK(inexact == 0);
-  CHECK(whole_passes > 0);
-  CHECK(failures > 0);
-  CHECK(after.threads <= warm.threads);
-  CHECK(after.descriptors <= warm.descriptors);
-  // Allocators keep some of what was freed; a leak of a record, a slot or a thread per run
-  // would pass this over thousands of runs.
-#ifdef CREMA_TEST_SANITIZED
-  // A sanitizer's allocator keeps far more (AddressSanitizer's quarantine alone 256 MiB), and
-  // LeakSanitizer looks for leaks at exit: the bound is for a build without one.
-  MESSAGE("resident memory not bounded under a sanitizer");
-#else
-  CHECK(after.resident_kib <= warm.resident_kib + 16 * 1024);
-#endif
-}
+using emulated_batch =
+    crema::device_batch<float, crema::host_malloc_resource, crema::emulated_device_resource>;
 
 }  // namespace
 
@@ -349,18 +82,12 @@ TEST_CASE(
     "memory, hold threads and descriptors flat, and every whole pass is exact") {
   std::size_t device_leaks = 0;
   soak([&](std::mt19937_64& draw, ending how) {
-    std::shared_ptr<device_rig> rig;
-    const auto uploads = static_cast<uploads_on>(std::uniform_int_distribution<int>(0, 2)(draw));
-    const run_result result = one_run(
-        draw, how,
-        [&](std::size_t consumers, std::uint64_t throw_on) {
-          rig = std::make_shared<device_rig>(consumers, uploads);
-          return throwing_fill{rig, throw_on};
-        },
-        device_first_pass{});
-    for (const auto& stream : rig->streams) stream->synchronize();
-    for (const auto& uploader : rig->uploaders) uploader->stream().synchronize();
-    device_leaks += rig->live_bytes() != 0 ? 1 : 0;
+    std::unique_ptr<emulated_devices> devices;
+    const run_result result = device_run<emulated_batch>(draw, how, [&](std::size_t consumers) {
+      devices = std::make_unique<emulated_devices>(consumers);
+      return devices.get();
+    });
+    device_leaks += devices->live_bytes() != 0 ? 1 : 0;
     return result;
   });
   CHECK(device_leaks == 0);
