@@ -103,28 +103,30 @@ struct run_result {
   std::size_t other_errors = 0;
 };
 
+// A number from `low` to `high`, both included.
+inline std::uint64_t pick(std::mt19937_64& draw, std::uint64_t low, std::uint64_t high) {
+  return std::uniform_int_distribution<std::uint64_t>(low, high)(draw);
+}
+
 // One pipeline of a random shape, ended as `how` says. `make_transform(consumers, throw_on)`
 // makes its transform; `first_pass(batch, visit)` visits the records of the batch's first pass
 // and says whether the batch was intact.
 template <class MakeTransform, class FirstPass>
 run_result one_run(std::mt19937_64& draw, ending how, MakeTransform&& make_transform,
                    FirstPass&& first_pass) {
-  const auto pick = [&](std::uint64_t low, std::uint64_t high) {
-    return std::uniform_int_distribution<std::uint64_t>(low, high)(draw);
-  };
-  const auto records = static_cast<std::uint32_t>(pick(1, 30'000));
-  const bool source_throws = pick(0, 9) == 0;
-  const bool transform_throws = pick(0, 9) == 0;
-  const crema::pipeline_options options{.batch_size = pick(1, 256),
-                                        .prefetch = pick(1, 4),
-                                        .producers = pick(1, 4),
-                                        .threads = pick(1, 3),
-                                        .consumers = pick(1, 2),
+  const auto records = static_cast<std::uint32_t>(pick(draw, 1, 30'000));
+  const bool source_throws = pick(draw, 0, 9) == 0;
+  const bool transform_throws = pick(draw, 0, 9) == 0;
+  const crema::pipeline_options options{.batch_size = pick(draw, 1, 256),
+                                        .prefetch = pick(draw, 1, 4),
+                                        .producers = pick(draw, 1, 4),
+                                        .threads = pick(draw, 1, 3),
+                                        .consumers = pick(draw, 1, 2),
                                         .mode = how == ending::end_of_pass
                                                     ? crema::pipeline_mode::single_pass
                                                     : crema::pipeline_mode::repeat,
-                                        .ordered = pick(0, 1) == 1};
-  const std::uint64_t stop_after = pick(1, 40);  // batches consumer 0 takes before a stop
+                                        .ordered = pick(draw, 0, 1) == 1};
+  const std::uint64_t stop_after = pick(draw, 1, 40);  // batches consumer 0 takes before a stop
   std::vector<std::vector<std::uint8_t>> seen(options.consumers,
                                               std::vector<std::uint8_t>(records, 0));
   std::atomic<std::uint64_t> delivered{0};
@@ -134,9 +136,9 @@ run_result one_run(std::mt19937_64& draw, ending how, MakeTransform&& make_trans
   std::vector<std::thread> consumers;
   {
     crema::double_buffered_pipeline pipe{
-        throwing_numbers(records, source_throws ? pick(0, records - 1) : ~std::uint64_t{0}),
+        throwing_numbers(records, source_throws ? pick(draw, 0, records - 1) : ~std::uint64_t{0}),
         make_transform(options.consumers,
-                       transform_throws ? pick(0, records - 1) : ~std::uint64_t{0}),
+                       transform_throws ? pick(draw, 0, records - 1) : ~std::uint64_t{0}),
         options};
     for (std::size_t c = 0; c < options.consumers; ++c) {
       consumers.emplace_back([&, c, consumer = pipe.consumer(c)]() mutable {
@@ -165,7 +167,7 @@ run_result one_run(std::mt19937_64& draw, ending how, MakeTransform&& make_trans
       });
     }
     if (how == ending::destroy)
-      std::this_thread::sleep_for(std::chrono::microseconds(pick(0, 500)));
+      std::this_thread::sleep_for(std::chrono::microseconds(pick(draw, 0, 500)));
     if (how != ending::destroy) {
       for (auto& consumer : consumers) consumer.join();
     }
@@ -257,7 +259,7 @@ struct device_first_pass {
   template <class Batch, class Visit>
   bool operator()(const Batch& batch, Visit&& visit) const {
     const auto on_device = batch.device();  // waits for the upload
-    const std::size_t elements = record_shape{1, 2, 2}.elements();
+    const std::size_t elements = batch.shape().elements();
     bool intact = true;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const float label = on_device.labels.data()[i];
@@ -278,7 +280,7 @@ template <class Batch, class DevicesFor>
 run_result device_run(std::mt19937_64& draw, ending how, DevicesFor&& devices_for) {
   using devices_type = std::remove_pointer_t<decltype(devices_for(std::size_t{1}))>;
   std::shared_ptr<device_rig<Batch, devices_type>> rig;
-  const auto uploads = static_cast<uploads_on>(std::uniform_int_distribution<int>(0, 2)(draw));
+  const auto uploads = static_cast<uploads_on>(pick(draw, 0, 2));
   const run_result result = one_run(
       draw, how,
       [&](std::size_t consumers, std::uint64_t throw_on) {
@@ -310,7 +312,7 @@ void soak(RunOne&& run_one, std::uint64_t records = 100'000'000) {
   process_usage warm{};
   const auto started = std::chrono::steady_clock::now();
   while (delivered < target || runs < 60) {
-    const auto how = static_cast<ending>(std::uniform_int_distribution<int>(0, 2)(draw));
+    const auto how = static_cast<ending>(pick(draw, 0, 2));
     const run_result result = run_one(draw, how);
     delivered += result.delivered;
     failures += result.failed ? 1 : 0;

@@ -48,14 +48,14 @@ TEST_CASE(
   std::uint64_t failed_calls = 0;
   soak(
       [&](std::mt19937_64& draw, ending how) {
-        const auto pick = [&](std::uint64_t low, std::uint64_t high) {
-          return std::uniform_int_distribution<std::uint64_t>(low, high)(draw);
-        };
-        const bool fails = pick(0, 9) == 0;
+        const bool fails = pick(draw, 0, 9) == 0;
         if (fails) {
           ++faulty;
-          counting::fail_call(failing_calls.at(pick(0, failing_calls.size() - 1)), pick(0, 200),
-                              cudaErrorLaunchFailure, pick(0, 1) == 1);
+          // Drawn one by one: the order a call's arguments are evaluated in is unspecified.
+          const call kind = failing_calls.at(pick(draw, 0, failing_calls.size() - 1));
+          const std::uint64_t after = pick(draw, 0, 200);
+          const bool sticky = pick(draw, 0, 1) == 1;
+          counting::fail_call(kind, after, cudaErrorLaunchFailure, sticky);
         }
         const auto before = counting::held();
         run_result result = device_run<crema::cuda::device_batch<float>>(
