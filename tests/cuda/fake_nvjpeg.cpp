@@ -40,8 +40,12 @@ std::atomic<std::size_t> pageable_inputs{0};
 // here for LeakSanitizer, which looks at the process's exit, after static destructors: the map is
 // never destroyed.
 constexpr int on_host = -1;
+struct live_object {
+  int device = on_host;
+  void (*destroy)(const void*) = nullptr;  // deletes it as what it is
+};
 std::mutex objects_lock;
-auto& objects = *new std::unordered_map<const void*, int>;
+auto& objects = *new std::unordered_map<const void*, live_object>;
 
 template <class T>
 constexpr bool on_device =
@@ -56,7 +60,9 @@ template <class T, class... Args>
 T* make(Args&&... args) {
   T* const made = new T{std::forward<Args>(args)...};
   const std::lock_guard lock(objects_lock);
-  objects.emplace(made, on_device<T> ? crema::test::counting_cuda::current_device() : on_host);
+  objects.emplace(made,
+                  live_object{on_device<T> ? crema::test::counting_cuda::current_device() : on_host,
+                              [](const void* object) { delete static_cast<const T*>(object); }});
   return made;
 }
 
@@ -99,8 +105,19 @@ std::size_t live_device_objects(int device) noexcept {
   const std::lock_guard lock(objects_lock);
   return static_cast<std::size_t>(
       std::count_if(objects.begin(), objects.end(), [&](const auto& object) {
-        return object.second != on_host && (device == any_device || object.second == device);
+        const int on = object.second.device;
+        return on != on_host && (device == any_device || on == device);
       }));
+}
+
+std::size_t reclaim_objects() noexcept {
+  std::unordered_map<const void*, live_object> left;
+  {
+    const std::lock_guard lock(objects_lock);
+    left.swap(objects);
+  }
+  for (const auto& [object, what] : left) what.destroy(object);
+  return left.size();
 }
 
 }  // namespace crema::test::fake_nvjpeg

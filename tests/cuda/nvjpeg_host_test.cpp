@@ -21,6 +21,7 @@
 #include "counting_runtime.hpp"
 #include "device_consumers.hpp"
 #include "fake_nvjpeg.hpp"
+#include "host_nvjpeg_decoder.hpp"
 #include "nvjpeg_test_data.hpp"
 
 #include <doctest/doctest.h>
@@ -59,18 +60,7 @@ using crema::test::test_data;
 namespace counting = crema::test::counting_cuda;
 namespace fake = crema::test::fake_nvjpeg;
 
-// The kernels' functions, on the host (the counting runtime's device memory is host memory).
-struct host_resampler {
-  template <class T>
-  void operator()(const crema::resample_launch<T>& launch, cudaStream_t stream) const {
-    // As a kernel's launch: refused on a stream of another device than the current one.
-    if (!counting::launchable_on(stream)) {
-      throw crema::cuda_error(cudaErrorInvalidResourceHandle, "resampling on another device");
-    }
-    crema::run_on_host(launch);
-  }
-};
-using decoder = crema::cuda::basic_nvjpeg_batch_decoder<host_resampler>;
+using decoder = crema::test::host_nvjpeg_decoder;
 
 // Each sample against image_transform's (decoded at full size) from the same generator.
 template <class T>
