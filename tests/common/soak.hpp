@@ -285,32 +285,41 @@ struct throwing_fill {
   }
 };
 
+// Visits the records of `size` samples of `elements` values at `data` with their labels at
+// `labels`, filled by `throwing_fill`, whose first pass they are of. False if a sample's pixels
+// disagree with its label.
+template <class Visit>
+bool visit_filled(const float* data, const float* labels, std::size_t size, std::size_t elements,
+                  Visit&& visit) {
+  bool intact = true;
+  for (std::size_t i = 0; i < size; ++i) {
+    const float label = labels[i];
+    const float* pixels = data + i * elements;
+    if (!std::all_of(pixels, pixels + elements, [&](float value) { return value == label; })) {
+      intact = false;
+    } else if (label >= 0) {
+      visit(static_cast<std::uint32_t>(label));
+    }
+  }
+  return intact;
+}
+
 // A device batch's records, read from the device as a kernel would: device memory the host can
-// read (an emulated device's, or the counting CUDA runtime's). False if a sample's pixels disagree
-// with its label.
+// read (an emulated device's, or the counting CUDA runtime's).
 struct device_first_pass {
   template <class Batch, class Visit>
   bool operator()(const Batch& batch, Visit&& visit) const {
     const auto on_device = batch.device();  // waits for the upload
-    const std::size_t elements = batch.shape().elements();
-    bool intact = true;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const float label = on_device.labels.data()[i];
-      const float* pixels = on_device.data.data() + i * elements;
-      if (!std::all_of(pixels, pixels + elements, [&](float value) { return value == label; })) {
-        intact = false;
-      } else if (label >= 0) {
-        visit(static_cast<std::uint32_t>(label));
-      }
-    }
-    return intact;
+    return visit_filled(on_device.data.data(), on_device.labels.data(), batch.size(),
+                        batch.shape().elements(), visit);
   }
 };
 
 // One pipeline of device batches (see `one_run`); `devices_for(consumers)` gives a `Devices*`
-// for the pipeline's consumers, which must outlive the run.
-template <class Batch, class DevicesFor>
-run_result device_run(std::mt19937_64& draw, ending how, DevicesFor&& devices_for) {
+// for the pipeline's consumers, which must outlive the run; `first_pass` reads a batch back.
+template <class Batch, class DevicesFor, class FirstPass = device_first_pass>
+run_result device_run(std::mt19937_64& draw, ending how, DevicesFor&& devices_for,
+                      FirstPass first_pass = {}) {
   using devices_type = std::remove_pointer_t<decltype(devices_for(std::size_t{1}))>;
   std::shared_ptr<device_rig<Batch, devices_type>> rig;
   const auto uploads = static_cast<uploads_on>(pick(draw, 0, 2));
@@ -321,7 +330,7 @@ run_result device_run(std::mt19937_64& draw, ending how, DevicesFor&& devices_fo
                                                                 *devices_for(consumers));
         return throwing_fill<Batch, devices_type>{rig, throw_on};
       },
-      device_first_pass{});
+      first_pass);
   rig->synchronize();
   return result;
 }
