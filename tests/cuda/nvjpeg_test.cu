@@ -6,7 +6,7 @@
 // is an error naming it; a progressive JPEG (which the engine does not take) within the bound;
 // without the engine, the GPU-assisted decoder with its Huffman decoding on the host and on the
 // GPU, batch after batch; a batch split between the engine and that decoder; a folder pipeline of
-// nvjpeg_batcher batches against the CPU pipeline.
+// nvjpeg_batcher batches against the CPU pipeline; the nvJPEG soak (nvjpeg_soak.hpp).
 // nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in every CI run. Without a GPU:
 // skipped.
 
@@ -17,6 +17,9 @@
 #include <crema/pipeline/host_batch.hpp>
 
 #include "common/cuda_skip.hpp"
+#include "common/soak.hpp"
+#include "common/watchdog.hpp"
+#include "nvjpeg_soak.hpp"
 #include "nvjpeg_test_data.hpp"
 
 #include <doctest/doctest.h>
@@ -25,12 +28,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -411,4 +416,34 @@ TEST_CASE("producers that find every decoder lent decode on the CPU and upload t
     CHECK(batcher.host_decoded() <= 8);  // half of each batch at most
     check_within_bound(got, expected);
   }
+}
+
+TEST_CASE(
+    "soak on a GPU: pipelines of nvjpeg_batcher batches stopped, destroyed and failing at random "
+    "deliver each image's sample within the bound, and every whole pass is exact") {
+  if (crema::test::skip_without_cuda_device()) return;
+  using namespace crema::test::soaking;
+  using namespace crema::test::nvjpeg_soaking;
+  const soak_images images;
+  // Smaller than on the fake (nvjpeg_soak_test.cpp): the bundle runs this under compute-sanitizer
+  // too, its least (CREMA_SOAK_RECORDS=0: 60 pipelines).
+  const run_limits limits{.records = 64, .batch_size = 8, .stop_after = 6};
+  const auto within_bound = [](const float* expected, const float* got, std::size_t elements) {
+    const difference d = compare(expected, got, elements, 255.0);
+    return d.mean <= bound_mean && d.largest <= bound_largest;
+  };
+  feed_counts counts;
+  soak(
+      [&](std::mt19937_64& draw, ending how) {
+        const crema::test::watchdog guard(std::chrono::seconds(60), "a GPU nvJPEG soak's pipeline");
+        return feed_run<crema::cuda::nvjpeg_batcher<float>>(
+            draw, how, images, limits, draw_feed(draw),
+            [](std::size_t /*consumers*/) { return std::vector<int>{}; }, within_bound, counts);
+      },
+      3'000);
+  MESSAGE(
+      fmt::format("images: {} decoded while the decoders were lent, {} refused, {} decoded ahead",
+                  counts.host_decoded, counts.refused, counts.decoded_ahead));
+  CHECK(counts.refused > 0);
+  CHECK(counts.decoded_ahead > 0);
 }
