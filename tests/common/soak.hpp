@@ -1,10 +1,11 @@
 #pragma once
 
-// The soak's machinery (tests/pipeline/soak_test.cpp, tests/cuda/cuda_soak_test.cpp): pipelines of
-// random shapes, stopped, destroyed under their consumers or run to the end of their pass, over a
-// source and a transform that throw now and then, and the checks that hold over thousands of
-// them: no record twice, every record once in a whole pass, and the process's heap (not under a
-// sanitizer), threads and file descriptors flat after a warm-up.
+// The soak's machinery (tests/pipeline/soak_test.cpp; in tests/cuda/, cuda_soak_test.cpp,
+// gpu_soak_test.cpp and nvjpeg_soak.hpp): pipelines of random shapes, stopped, destroyed under
+// their consumers or run to the end of their pass, over a source and a transform that throw now
+// and then, and the checks that hold over thousands of them: no record twice, every record once
+// in a whole pass, and the process's heap (not under a sanitizer), threads and file descriptors
+// flat after a warm-up.
 #include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -234,8 +235,14 @@ struct device_rig {
 
   device_rig(std::size_t consumers, uploads_on how, Devices& each) : uploads(how), devices(&each) {
     for (std::size_t c = 0; c < consumers; ++c) {
-      streams.push_back(std::make_shared<stream_type>());
-      uploaders.push_back(std::make_shared<uploader_type>());
+      if constexpr (std::is_constructible_v<stream_type, int>) {  // on the consumer's device
+        const int device = each.resource(c).device_id();
+        streams.push_back(std::make_shared<stream_type>(device));
+        uploaders.push_back(std::make_shared<uploader_type>(device));
+      } else {
+        streams.push_back(std::make_shared<stream_type>());
+        uploaders.push_back(std::make_shared<uploader_type>());
+      }
     }
   }
   // Waits for the streams' work; a stream of a device a test made fail answers with the failure,

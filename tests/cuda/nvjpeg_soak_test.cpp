@@ -4,8 +4,8 @@
 // of their pass, over a source and a transform that throw now and then, and a runtime that fails
 // now and then. Every sample delivered must be its image's, byte for byte (the fake decodes with
 // the CPU path's decoder), every whole pass exact, every pipeline must end, and one that met no
-// fault for good must leave no memory, stream, event or nvJPEG object behind. 2,000 records by
-// default, so that CI runs it; CREMA_SOAK_RECORDS for more.
+// fault for good must leave no memory, stream, event or nvJPEG object behind. 1,000 records and
+// at least 60 pipelines by default, so that CI runs it; CREMA_SOAK_RECORDS for more.
 #include <crema/io/nvjpeg/nvjpeg_batcher.hpp>
 
 #include "common/soak.hpp"
@@ -55,7 +55,7 @@ TEST_CASE(
     "runtime too, deliver each image's sample, leave nothing behind, and every whole pass is "
     "exact") {
   const soak_images images;
-  const run_limits limits{.records = 160, .batch_size = 12, .stop_after = 8};
+  const run_limits limits{.records = 64, .batch_size = 8, .stop_after = 6};
   std::size_t leaks = 0;
   std::size_t faulty = 0;
   std::uint64_t failed_calls = 0;
@@ -105,7 +105,7 @@ TEST_CASE(
         }
         return result;
       },
-      2'000);
+      1'000);
   MESSAGE(faulty << " pipelines on a failing runtime, " << failed_calls << " calls failed, "
                  << left_on_purpose << " nvJPEG objects left after faults for good; images "
                  << counts.host_decoded << " decoded while the decoders were lent, "

@@ -425,8 +425,8 @@ TEST_CASE(
   using namespace crema::test::soaking;
   using namespace crema::test::nvjpeg_soaking;
   const soak_images images;
-  // Smaller than on the fake (nvjpeg_soak_test.cpp): the bundle runs this under compute-sanitizer
-  // too, its least (CREMA_SOAK_RECORDS=0: 60 pipelines).
+  // As on the fake (nvjpeg_soak_test.cpp); the bundle runs this under compute-sanitizer too, at
+  // its least there (CREMA_SOAK_RECORDS=0: 60 pipelines).
   const run_limits limits{.records = 64, .batch_size = 8, .stop_after = 6};
   const auto within_bound = [](const float* expected, const float* got, std::size_t elements) {
     const difference d = compare(expected, got, elements, 255.0);
