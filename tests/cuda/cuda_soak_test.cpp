@@ -27,18 +27,16 @@
 #include "common/watchdog.hpp"
 
 #ifdef CREMA_TEST_COUNTING_RUNTIME
-#include "counting_runtime.hpp"
+#include "counting_soak_runtime.hpp"
 #endif
 
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <random>
 #include <vector>
 
@@ -98,63 +96,11 @@ struct copied_first_pass {
   }
 };
 
-#ifdef CREMA_TEST_COUNTING_RUNTIME
-namespace counting = crema::test::counting_cuda;
-
-// The calls a feed of device batches makes while it runs, any of which a GPU may fail.
-constexpr std::array failing_calls{
-    counting::call::memcpy_async,      counting::call::event_record,
-    counting::call::stream_wait_event, counting::call::event_synchronize,
-    counting::call::event_query,       counting::call::allocate};
-
-// What the runtime's failures came to over the soak.
-struct fault_tally {
-  std::size_t faulty = 0;  // pipelines on a failing runtime
-  std::uint64_t failed_calls = 0;
-};
-
-// One pipeline's runtime: one device or two, failing one pipeline in ten; what it left behind.
-class soak_runtime {
- public:
-  explicit soak_runtime(std::mt19937_64& draw)
-      : devices_(static_cast<int>(pick(draw, 1, 2))), fails_(pick(draw, 0, 9) == 0) {
-    if (fails_) {
-      // Drawn one by one: the order a call's arguments are evaluated in is unspecified.
-      const counting::call kind = failing_calls.at(pick(draw, 0, failing_calls.size() - 1));
-      const std::uint64_t after = pick(draw, 0, 200);
-      const bool sticky = pick(draw, 0, 1) == 1;
-      counting::fail_call(kind, after, cudaErrorLaunchFailure, sticky);
-    }
-  }
-  [[nodiscard]] int devices() const noexcept { return devices_; }
-  // After the pipeline: heals a failing runtime, and says whether it holds more than before or
-  // saw a call that mixed devices.
-  void after(run_result& result, fault_tally& tally) {
-    if (fails_) {
-      ++tally.faulty;
-      tally.failed_calls += counting::failed_calls();
-      counting::heal();
-      result.other_errors = 0;  // a consumer's own call may fail
-    }
-    left_behind = counting::held() != held_;
-    mixed_devices = counting::calls_across_devices() - across_;
-  }
-
-  bool left_behind = false;
-  std::uint64_t mixed_devices = 0;
-
- private:
-  int devices_;
-  counting::devices_for_scope node_{devices_};
-  bool fails_;
-  counting::held_objects held_ = counting::held();
-  std::uint64_t across_ = counting::calls_across_devices();
-};
-#else
+#ifndef CREMA_TEST_COUNTING_RUNTIME
 // A GPU's runtime, as it is: one device (the bundle's machine has one), no failure made.
 struct fault_tally {};
 struct soak_runtime {
-  explicit soak_runtime(std::mt19937_64& /*draw*/) {}
+  soak_runtime(std::mt19937_64& /*draw*/, std::uint64_t /*latest_failure*/) {}
   [[nodiscard]] static int devices() noexcept { return 1; }
   void after(run_result& /*result*/, fault_tally& /*tally*/) {}
   bool left_behind = false;
@@ -174,7 +120,7 @@ TEST_CASE("soak on " CREMA_SOAK_RUNTIME
   soak(
       [&](std::mt19937_64& draw, ending how) {
         const crema::test::watchdog guard(std::chrono::seconds(60), "a CUDA soak's pipeline");
-        soak_runtime runtime(draw);
+        soak_runtime runtime(draw, 200);
         const consumer_devices devices(runtime.devices());
         run_result result = device_run<gpu_batch>(
             draw, how, [&](std::size_t) { return &devices; }, copied_first_pass{});

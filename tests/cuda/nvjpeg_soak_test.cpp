@@ -10,20 +10,17 @@
 
 #include "common/soak.hpp"
 #include "common/watchdog.hpp"
-#include "counting_runtime.hpp"
+#include "counting_soak_runtime.hpp"
 #include "fake_nvjpeg.hpp"
 #include "host_nvjpeg_decoder.hpp"
 #include "nvjpeg_soak.hpp"
 
-#include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <random>
 #include <vector>
 
@@ -31,15 +28,8 @@ namespace {
 
 using namespace crema::test::soaking;
 using namespace crema::test::nvjpeg_soaking;
-namespace counting = crema::test::counting_cuda;
 namespace fake = crema::test::fake_nvjpeg;
 using batcher = crema::cuda::basic_nvjpeg_batcher<float, crema::test::host_nvjpeg_decoder>;
-
-// The calls a feed of nvJPEG-decoded batches makes while it runs, any of which a GPU may fail.
-constexpr std::array failing_calls{
-    counting::call::memcpy_async,      counting::call::event_record,
-    counting::call::stream_wait_event, counting::call::event_synchronize,
-    counting::call::event_query,       counting::call::allocate};
 
 // The fake decodes with the CPU path's decoder: the same bytes.
 struct byte_for_byte {
@@ -57,8 +47,7 @@ TEST_CASE(
   const soak_images images;
   const run_limits limits{.records = 64, .batch_size = 8, .stop_after = 6};
   std::size_t leaks = 0;
-  std::size_t faulty = 0;
-  std::uint64_t failed_calls = 0;
+  fault_tally faults;
   std::uint64_t mixed_devices = 0;
   std::size_t left_on_purpose = 0;
   feed_counts counts;
@@ -67,36 +56,19 @@ TEST_CASE(
         const crema::test::watchdog guard(std::chrono::seconds(60), "an nvJPEG soak's pipeline");
         const fake::scoped_behaviour gpu({.hardware_engine = pick(draw, 0, 3) != 0});
         const crema::cuda::nvjpeg_batcher_options feed = draw_feed(draw);
-        const bool two_devices = pick(draw, 0, 1) == 1;
-        const bool fails = pick(draw, 0, 9) == 0;
-        bool sticky = false;
-        if (fails) {
-          ++faulty;
-          const counting::call kind = failing_calls.at(pick(draw, 0, failing_calls.size() - 1));
-          const std::uint64_t after = pick(draw, 0, 100);
-          sticky = pick(draw, 0, 1) == 1;
-          counting::fail_call(kind, after, cudaErrorLaunchFailure, sticky);
-        }
-        std::optional<counting::devices_for_scope> devices;
-        const auto held = counting::held();
+        soak_runtime runtime(draw, 100);
         const std::size_t objects = fake::live_objects();
-        const std::uint64_t across = counting::calls_across_devices();
         run_result result = feed_run<batcher>(
             draw, how, images, limits, feed,
             [&](std::size_t consumers) {
-              if (consumers != 2 || !two_devices) return std::vector<int>{};
-              devices.emplace(2);
-              return std::vector<int>{0, 1};
+              return consumers == 2 && runtime.devices() == 2 ? std::vector<int>{0, 1}
+                                                              : std::vector<int>{};
             },
             byte_for_byte{}, counts);
-        mixed_devices += counting::calls_across_devices() - across;
-        if (fails) {
-          failed_calls += counting::failed_calls();
-          counting::heal();
-          result.other_errors = 0;  // a consumer's own wait may fail
-        }
-        leaks += counting::held() == held ? 0 : 1;
-        if (sticky) {
+        runtime.after(result, faults);
+        leaks += runtime.left_behind ? 1 : 0;
+        mixed_devices += runtime.mixed_devices;
+        if (runtime.fails_for_good()) {
           // After a fault for good, the decoders' nvJPEG objects are left on purpose (destroying
           // them may wait on the faulted GPU); a process would have ended.
           left_on_purpose += fake::reclaim_objects();
@@ -106,13 +78,15 @@ TEST_CASE(
         return result;
       },
       1'000);
-  MESSAGE(faulty << " pipelines on a failing runtime, " << failed_calls << " calls failed, "
-                 << left_on_purpose << " nvJPEG objects left after faults for good; images "
-                 << counts.host_decoded << " decoded while the decoders were lent, "
-                 << counts.refused << " refused, " << counts.decoded_ahead << " decoded ahead");
+  MESSAGE(faults.faulty << " pipelines on a failing runtime, " << faults.failed_calls
+                        << " calls failed, " << left_on_purpose
+                        << " nvJPEG objects left after faults for good; images "
+                        << counts.host_decoded << " decoded while the decoders were lent, "
+                        << counts.refused << " refused, " << counts.decoded_ahead
+                        << " decoded ahead");
   CHECK(leaks == 0);
   CHECK(mixed_devices == 0);
-  CHECK(failed_calls > 0);
+  CHECK(faults.failed_calls > 0);
   WARN(counts.host_decoded > 0);  // as producers happened to meet: timing
   CHECK(counts.refused > 0);
   CHECK(counts.decoded_ahead > 0);
