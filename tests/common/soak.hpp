@@ -1,11 +1,10 @@
 #pragma once
 
-// The soak's machinery (tests/pipeline/soak_test.cpp; in tests/cuda/, cuda_soak_test.cpp,
-// gpu_soak_test.cpp and nvjpeg_soak.hpp): pipelines of random shapes, stopped, destroyed under
-// their consumers or run to the end of their pass, over a source and a transform that throw now
-// and then, and the checks that hold over thousands of them: no record twice, every record once
-// in a whole pass, and the process's heap (not under a sanitizer), threads and file descriptors
-// flat after a warm-up.
+// The soak's machinery (tests/pipeline/soak_test.cpp; in tests/cuda/, cuda_soak_test.cpp and
+// nvjpeg_soak.hpp): pipelines of random shapes, stopped, destroyed under their consumers or run
+// to the end of their pass, over a source and a transform that throw now and then, and the checks
+// that hold over thousands of them: no record twice, every record once in a whole pass, and the
+// process's heap (not under a sanitizer), threads and file descriptors flat after a warm-up.
 #include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/device_batch.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
