@@ -6,6 +6,7 @@
 // steady state allocates nothing and makes no stream or event, every nvJPEG object made is
 // destroyed, and consumers on two devices get batches decoded on their own.
 
+#include <crema/io/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
@@ -14,8 +15,13 @@
 #include <crema/io/nvjpeg/nvjpeg_batcher.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
+#ifdef CREMA_TEST_LMDB
+#include <crema/io/lmdb/lmdb_source.hpp>
+#include <crema/io/lmdb/lmdb_writer.hpp>
+#endif
 
 #include "common/pipeline_failure.hpp"
+#include "common/scratch_directory.hpp"
 #include "common/test_data.hpp"
 #include "common/watchdog.hpp"
 #include "counting_runtime.hpp"
@@ -154,6 +160,20 @@ std::vector<crema::image_transform_options> every_kind() {
        .decode = {.channels = 1}},
   };
 }
+
+#ifdef CREMA_TEST_LMDB
+// `in`'s images as encoded Datums, as Caffe's convert_imageset --encoded stores them: record i
+// under "%08d_" and its key, labelled i.
+void put_encoded_datums(crema::lmdb_writer& writer, const batch_input& in) {
+  std::vector<std::byte> value;
+  for (std::size_t i = 0; i < in.files.size(); ++i) {
+    value.clear();
+    crema::encode_datum(
+        {.label = static_cast<std::int32_t>(i), .encoded = true, .data = in.files[i]}, value);
+    writer.put(fmt::format("{:08}_{}", i, in.keys[i]), value);
+  }
+}
+#endif
 
 }  // namespace
 
@@ -1200,6 +1220,55 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
       const auto loan = batcher.decoders().borrow(0);  // given back, whatever failed
     }
   }
+
+#ifdef CREMA_TEST_LMDB
+  TEST_CASE(
+      "an nvjpeg_batcher over an LMDB of encoded Datums delivers the CPU pipeline's batches") {
+    const crema::test::scratch_directory dir("nvjpeg-datums");
+    const batch_input in = photographs(3);  // with the PNG, which nvJPEG refuses
+    {
+      crema::lmdb_writer writer(dir.path());
+      put_encoded_datums(writer, in);
+      writer.finish();
+    }
+    const crema::image_transform_options options = every_kind().front();
+    crema::image_transform_options cpu = options;
+    cpu.decode.dct_scaling = false;  // as the GPU decodes: at full size
+    const std::size_t sample = crema::image_transform(cpu).shape().elements();
+    const batches expected = crema::test::ordered_pass(
+        crema::lmdb_source(dir.path()),
+        crema::image_batcher(crema::image_transform(cpu), crema::make_host_batch<float>{}), 1,
+        crema::test::read_host_batch(sample));
+    REQUIRE(expected.size() == 2);  // 7 records in batches of 4
+    const crema::cuda::basic_nvjpeg_batcher<float, decoder> batcher(options);
+    crema::cuda_stream compute;
+    const batches got = crema::test::ordered_pass(crema::lmdb_source(dir.path()), batcher, 2,
+                                                  read_device_batch(compute));
+    CHECK(got == expected);
+    CHECK(batcher.refused() == 1);
+    CHECK(batcher.decoders_made(0) >= 1);
+  }
+
+  TEST_CASE("a raw Datum stops an nvjpeg_batcher's pipeline with an error naming its key") {
+    const crema::test::scratch_directory dir("nvjpeg-raw-datum");
+    {
+      crema::lmdb_writer writer(dir.path());
+      put_encoded_datums(writer, photographs(1));  // 00000000_astronaut-0.jpg, ...
+      const std::vector<std::byte> pixels(3 * 2 * 2, std::byte{7});
+      std::vector<std::byte> value;
+      crema::encode_datum({.channels = 3, .height = 2, .width = 2, .label = 1, .data = pixels},
+                          value);
+      writer.put("00000001_raw", value);
+      writer.finish();
+    }
+    crema::double_buffered_pipeline pipe{
+        crema::lmdb_source(dir.path()),
+        crema::cuda::basic_nvjpeg_batcher<float, decoder>(every_kind().front()),
+        {.batch_size = 2, .producers = 1, .threads = 1, .mode = crema::pipeline_mode::single_pass}};
+    const std::string cause = cause_of_failed_pass(pipe);
+    CHECK(cause.find("record 00000001_raw: raw pixels") != std::string::npos);
+  }
+#endif
 
   TEST_CASE("an nvjpeg_batcher stops its pipeline with an error naming a corrupt image") {
     const image_folder folder("nvjpeg-corrupt");

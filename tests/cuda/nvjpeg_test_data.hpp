@@ -80,13 +80,10 @@ class image_folder : public scratch_directory {
 
 using batches = std::vector<std::pair<std::vector<float>, std::vector<float>>>;
 
-// One ordered epoch of `root` as (data, labels) per batch, through `batcher`; `read` gives a
+// One ordered pass of `source` as (data, labels) per batch, through `batcher`; `read` gives a
 // batch's data and labels on the host.
-template <class Batcher, class Read>
-batches epoch(const std::filesystem::path& root, Batcher batcher, std::size_t producers,
-              Read read) {
-  crema::image_folder_source source(root);
-  source.shuffle(5);
+template <class Source, class Batcher, class Read>
+batches ordered_pass(Source source, Batcher batcher, std::size_t producers, Read read) {
   crema::double_buffered_pipeline pipe{std::move(source),
                                        std::move(batcher),
                                        {.batch_size = 4,
@@ -98,6 +95,15 @@ batches epoch(const std::filesystem::path& root, Batcher batcher, std::size_t pr
   batches out;
   for (auto batch : pipe.consumer(0)) out.push_back(read(batch));
   return out;
+}
+
+// One ordered epoch of the folder at `root`, shuffled, as `ordered_pass` gives it.
+template <class Batcher, class Read>
+batches epoch(const std::filesystem::path& root, Batcher batcher, std::size_t producers,
+              Read read) {
+  crema::image_folder_source source(root);
+  source.shuffle(5);
+  return ordered_pass(std::move(source), std::move(batcher), producers, std::move(read));
 }
 
 // One epoch of `root` through `batcher`, as `epoch` gives it, while the test holds the batcher's
