@@ -85,8 +85,12 @@ concept epoch_record_source = record_source<Source> &&
 /// again.
 ///
 /// The primary template stores the record itself, which is right for records that own their
-/// data. Specialize it for a record type that refers to memory it does not own; crema does for
-/// `std::span<const T>` (stored as a `std::vector<T>`) and `std::basic_string_view`.
+/// data, and for records whose views point at memory that outlives the next record (crema's
+/// `lmdb_record` views an LMDB's map, its `image_file` a source's table of names). Specialize it
+/// for a record type that refers to memory the source reuses; crema does for
+/// `std::span<const T>` (stored as a `std::vector<T>`) and `std::basic_string_view`. A pointer
+/// or a view type does not compile here, but a struct holding views cannot be seen into: its
+/// copy is shallow, and views into a reused buffer in it dangle unless it is specialized.
 template <class Record>
 struct record_storage {
   static_assert(!std::is_pointer_v<Record> && !std::ranges::borrowed_range<Record>,
