@@ -55,7 +55,11 @@ run() {
   pid=$(sed -nE 's/^rank [0-9]+: pid ([0-9]+) fails.*/\1/p' "$log" | head -1)
   if [[ -n "$pid" ]]; then kill -KILL "$pid" 2>/dev/null; kill -CONT "$pid" 2>/dev/null; fi
   kill -TERM "$launcher" 2>/dev/null
-  sleep 0.5
+  # mpirun ends within tens of milliseconds of SIGTERM; it gets half a second before SIGKILL.
+  for _ in {1..10}; do
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.05
+  done
   kill -KILL "$launcher" 2>/dev/null
   pkill -KILL -f "$job $operation $victim $how" 2>/dev/null
   wait "$launcher" 2>/dev/null
