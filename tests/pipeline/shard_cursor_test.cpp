@@ -77,6 +77,71 @@ TEST_SUITE("shard_cursor") {
     }
   }
 
+  TEST_CASE("balanced shards hold the same number of records on every rank: padded ones read "
+            "every record, the pass's first again; dropped ones read each record once at most") {
+    for (const std::uint64_t records : {1ULL, 2ULL, 7ULL, 64ULL, 103ULL}) {
+      for (std::size_t world = 1; world <= 9; ++world) {
+        for (const std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{},
+                                                         std::optional<std::uint64_t>{42}}) {
+          CAPTURE(records);
+          CAPTURE(world);
+          CAPTURE(seed.has_value());
+          std::vector<std::uint64_t> padded;
+          std::vector<std::uint64_t> dropped;
+          std::vector<std::uint64_t> order;  // the pass's records by ordinal, unsharded
+          {
+            crema::shard_cursor whole(records);
+            whole.shuffle(seed);
+            whole.set_epoch(3);
+            order = drain(whole);
+          }
+          for (std::size_t rank = 0; rank < world; ++rank) {
+            for (const crema::shard_balance balance :
+                 {crema::shard_balance::pad, crema::shard_balance::drop}) {
+              crema::shard_cursor cursor(records);
+              cursor.shuffle(seed);
+              cursor.shard(rank, world);
+              cursor.balance(balance);
+              cursor.set_epoch(3);
+              const auto part = drain(cursor);
+              CHECK(part.size() == cursor.size());
+              if (balance == crema::shard_balance::pad) {
+                CHECK(part.size() == (records + world - 1) / world);
+                // Past the end, the ordinals wrap to the pass's first, as DistributedSampler's.
+                for (std::size_t p = 0; p < part.size(); ++p) {
+                  CHECK(part[p] == order[(rank + p * world) % records]);
+                }
+                padded.insert(padded.end(), part.begin(), part.end());
+              } else {
+                CHECK(part.size() == records / world);
+                dropped.insert(dropped.end(), part.begin(), part.end());
+              }
+            }
+          }
+          std::sort(padded.begin(), padded.end());
+          padded.erase(std::unique(padded.begin(), padded.end()), padded.end());
+          CHECK(padded == iota(records));
+          std::sort(dropped.begin(), dropped.end());
+          CHECK(std::adjacent_find(dropped.begin(), dropped.end()) == dropped.end());
+          CHECK(dropped.size() == records / world * world);
+        }
+      }
+    }
+  }
+
+  TEST_CASE("a balanced source seeks and resumes in its padded pass like any other") {
+    std::vector<std::uint64_t> values(10);
+    std::iota(values.begin(), values.end(), std::uint64_t{0});
+    crema::vector_source<std::uint64_t> source(values);
+    source.shard(3, 4);
+    source.balance(crema::shard_balance::pad);
+    CHECK(one_pass(source) == std::vector<std::uint64_t>{3, 7, 1});
+    source.seek(2);
+    CHECK(one_pass(source) == std::vector<std::uint64_t>{1});
+    source.balance(crema::shard_balance::drop);
+    CHECK(one_pass(source) == std::vector<std::uint64_t>{3, 7});
+  }
+
   TEST_CASE("in order, rank r of w reads records r, r + w, r + 2w, ...") {
     crema::shard_cursor cursor(10);
     cursor.shard(1, 3);

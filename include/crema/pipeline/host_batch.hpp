@@ -21,13 +21,15 @@ namespace crema {
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease).
 /// Allocates only when made.
-/// @tparam T the element type of the data, and of the labels (`batch_label_t<T>`: float for
-///           `std::uint8_t` pixels, whose labels past 255 stay exact)
-template <class T>
+/// @tparam T     the element type of the data
+/// @tparam Label the element type of the labels: by default `batch_label_t<T>` (T, or float for
+///               `std::uint8_t` pixels, whose labels past 255 stay exact); `std::int64_t` for
+///               what PyTorch's losses take as class indices
+template <class T, class Label = batch_label_t<T>>
 class host_batch {
  public:
   using value_type = T;
-  using label_type = batch_label_t<T>;
+  using label_type = Label;
 
   /// @throws crema::length_error if batch_size x shape overflows
   host_batch(std::size_t batch_size, record_shape shape)
@@ -80,10 +82,11 @@ class host_batch {
 };
 
 /// @brief Makes `host_batch`es for a batch transform such as `caffe_batcher`.
-template <class T = float>
+template <class T = float, class Label = batch_label_t<T>>
 struct make_host_batch {
-  [[nodiscard]] host_batch<T> operator()(const batch_context& where, record_shape shape) const {
-    return host_batch<T>(where.batch_size, shape);
+  [[nodiscard]] host_batch<T, Label> operator()(const batch_context& where,
+                                                record_shape shape) const {
+    return host_batch<T, Label>(where.batch_size, shape);
   }
 };
 

@@ -55,7 +55,15 @@ struct pipeline_options {
   std::size_t threads = 1;    ///< threads the producers run on (may be fewer than producers)
   std::size_t consumers = 1;  ///< consumers, one per device or solver; batches are dealt in turn
   pipeline_mode mode = pipeline_mode::repeat;
-  partial_batch last_batch = partial_batch::keep;  ///< single pass: the last, short batch
+  /// The last batch of a pass when the records run out before it is full: in single-pass mode,
+  /// and in repeat mode with `batches_end_with_pass`.
+  partial_batch last_batch = partial_batch::keep;
+  /// Repeat mode: every pass ends its last batch, short, dropped or padded as `last_batch` says,
+  /// and the next pass starts a batch of its own, so that no batch holds records of two passes
+  /// and every pass makes the same batches (`ceil(records / batch_size)`, or `floor` when
+  /// dropped). What a training loop that counts epochs needs: an epoch is a whole number of
+  /// batches. Off: batches run on across passes, every one full.
+  bool batches_end_with_pass = false;
   bool ordered = false;  ///< each consumer sees its batches in source order, whatever the producers
   source_registry* registry = nullptr;  ///< share one reader with pipelines of the same source key
   /// Keys every record's `sample_context::rng()` with the record's epoch and position: the same

@@ -11,6 +11,21 @@
 
 namespace crema {
 
+/// @brief Whether every rank of a world reads as many records per pass as the others. Without
+/// it, the first `records % world` ranks read one record more than the rest, and a
+/// data-parallel job whose ranks must take the same number of steps (PyTorch's DDP, any
+/// allreduce per step) waits for ever on the short ones.
+enum class shard_balance {
+  none,  ///< rank r reads the ordinals r, r + w, ... below the record count (the default)
+  /// every rank reads `ceil(records / world)`: the ranks one short read the pass's first
+  /// ordinals again (ordinal o past the end is o - records), as PyTorch's DistributedSampler
+  /// pads; every record is read, a few twice
+  pad,
+  /// every rank reads `floor(records / world)`: the ranks with one more leave out their last;
+  /// every record read is read once, the last `records % world` of the pass are not read
+  drop,
+};
+
 /// @brief Where an indexed source stands: which of `records` records comes next for rank `r` of
 /// `w`, in which pass (epoch), in order or shuffled. The bookkeeping every crema source over
 /// numbered records shares (`vector_source`, `indexed_source`, `lmdb_source`, the image
@@ -36,6 +51,12 @@ class shard_cursor {
     detail::check_shard(rank, world);
     rank_ = rank;
     world_ = world;
+    position_ = 0;
+  }
+  /// @brief Gives every rank of the world the same number of records per pass (or not, with
+  /// `shard_balance::none`, the default); the pass starts again.
+  void balance(shard_balance balance) noexcept {
+    balance_ = balance;
     position_ = 0;
   }
   /// @brief Visits the records in the permutation keyed by (`seed`, epoch) from now on (or in
@@ -81,8 +102,10 @@ class shard_cursor {
     return permutation_ ? (*permutation_)(ordinal) : ordinal;
   }
   /// @return the ordinal in the pass order (before any shuffle) of the record at `position`
+  /// (with `shard_balance::pad`, an ordinal past the last is read as the pass's first again)
   [[nodiscard]] std::uint64_t ordinal_at(record_position position) const noexcept {
-    return rank_ + position * world_;
+    const std::uint64_t ordinal = rank_ + position * world_;
+    return ordinal < records_ ? ordinal : ordinal % records_;
   }
   /// @return the next record's position in this shard's pass
   [[nodiscard]] record_position position() const noexcept { return position_; }
@@ -90,6 +113,14 @@ class shard_cursor {
   [[nodiscard]] bool exhausted() const noexcept { return position_ >= size(); }
   /// @return the records this shard yields in one pass
   [[nodiscard]] std::uint64_t size() const noexcept {
+    switch (balance_) {
+      case shard_balance::pad:
+        return (records_ + world_ - 1) / world_;
+      case shard_balance::drop:
+        return records_ / world_;
+      case shard_balance::none:
+        break;
+    }
     return records_ > rank_ ? (records_ - rank_ + world_ - 1) / world_ : 0;
   }
   /// @return the records of the whole data
@@ -100,6 +131,8 @@ class shard_cursor {
   [[nodiscard]] std::optional<std::uint64_t> seed() const noexcept { return seed_; }
   [[nodiscard]] std::size_t rank() const noexcept { return rank_; }
   [[nodiscard]] std::size_t world() const noexcept { return world_; }
+  /// @return whether the ranks read as many records as each other, and how
+  [[nodiscard]] shard_balance balanced() const noexcept { return balance_; }
 
  private:
   // The pass's permutation is made once per epoch, not once per record.
@@ -111,6 +144,7 @@ class shard_cursor {
   std::uint64_t records_;
   std::size_t rank_ = 0;
   std::size_t world_ = 1;
+  shard_balance balance_ = shard_balance::none;
   record_position position_ = 0;
   std::uint64_t epoch_ = 0;
   std::optional<std::uint64_t> seed_;

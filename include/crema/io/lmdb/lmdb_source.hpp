@@ -153,6 +153,12 @@ class lmdb_source {
     shard_.shard(rank, world);
     begin_pass();
   }
+  /// @brief Gives every rank of the world the same number of records per pass (`shard_balance`);
+  /// starts the pass again.
+  void balance(shard_balance balance) {
+    shard_.balance(balance);
+    begin_pass();
+  }
   [[nodiscard]] record_position position() const noexcept { return shard_.position(); }
   /// @throws crema::config_error if `position` is past the end of this shard's pass
   void seek(record_position position) {
@@ -224,7 +230,8 @@ class lmdb_source {
     MDB_val key{};
     MDB_val value{};
     int status = MDB_SUCCESS;
-    if (cursor_ordinal_ == no_ordinal) {
+    // A balanced shard's padding reads the pass's first records again: from the first key.
+    if (cursor_ordinal_ == no_ordinal || target < cursor_ordinal_) {
       status = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST);
       cursor_ordinal_ = 0;
     } else {

@@ -28,6 +28,9 @@ class cursor_source {
   /// @brief Keeps the records whose ordinal is `rank` modulo `world`; the pass starts again.
   /// @throws crema::config_error if `world` is 0 or `rank` is not below it
   void shard(std::size_t rank, std::size_t world) { cursor_.shard(rank, world); }
+  /// @brief Gives every rank of the world the same number of records per pass (`shard_balance`);
+  /// the pass starts again.
+  void balance(shard_balance balance) noexcept { cursor_.balance(balance); }
   /// @return the next record's position in this shard's pass
   [[nodiscard]] record_position position() const noexcept { return cursor_.position(); }
   /// @throws crema::config_error if `position` is past the end of this shard's pass

@@ -321,9 +321,15 @@ class producer_loop {
           if (slot.size == 0) note = replaced;
           break;
         }
-        reader_.source.rewind();
-        ++reader_.epoch;
-        counters_.epochs.fetch_add(1, std::memory_order_relaxed);
+        if (options_.batches_end_with_pass && slot.size > 0) {
+          finish_last_batch(slot);
+          if (slot.size > 0) {  // the batch ends with its pass; the next starts the next pass
+            next_pass();
+            break;
+          }
+          // Dropped: the slot takes the next pass's first records.
+        }
+        next_pass();
         origin = {reader_.epoch, 0};
         progress.record(origin.epoch, origin.position);
         record = reader_.source.next();
@@ -340,7 +346,14 @@ class producer_loop {
     }
   }
 
-  // The last batch of a single pass, short of records: kept, dropped or padded, as asked.
+  // Repeat mode, under the reader's lock: the source's next pass.
+  void next_pass() {
+    reader_.source.rewind();
+    ++reader_.epoch;
+    counters_.epochs.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The last batch of a pass, short of records: kept, dropped or padded, as asked.
   void finish_last_batch(slot_type& slot) {
     if (slot.size == 0 || slot.size == options_.batch_size) return;
     if (options_.last_batch == partial_batch::drop) {

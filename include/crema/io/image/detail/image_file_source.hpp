@@ -91,12 +91,13 @@ class image_file_source : public cursor_source<Derived> {
  protected:
   image_file_source(std::string root, std::string list, image_file_table table)
       : cursor_source<Derived>(table.size()),
-        data_(std::make_unique<const data>(std::move(root), std::move(list), std::move(table))) {}
+        data_(std::make_shared<const data>(std::move(root), std::move(list), std::move(table))) {}
 
   using cursor_source<Derived>::cursor_;
 
  private:
-  // On the heap, so that the records' views stay valid when the source moves.
+  // On the heap, so that the records' views stay valid when the source moves, and shared by its
+  // copies (a copy is cheap: a loader makes one per restart).
   struct data {
     data(std::string root_path, std::string list_path, image_file_table files)
         : root(std::move(root_path)), list(std::move(list_path)), table(std::move(files)) {
@@ -107,7 +108,7 @@ class image_file_source : public cursor_source<Derived> {
     image_file_table table;
   };
 
-  std::unique_ptr<const data> data_;
+  std::shared_ptr<const data> data_;  // shared by copies: immutable
   image_file current_{};
 };
 
