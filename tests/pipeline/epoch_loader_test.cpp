@@ -242,6 +242,7 @@ TEST_SUITE("epoch_loader") {
 
   TEST_CASE("batches kept past the loader stay valid, and a closed loader delivers nothing") {
     loader_type loader(shuffled_numbers(8), number_batcher{}, {.batch_size = 4, .threads = 2});
+    CHECK(loader.slots() == 4);  // the pipeline's default for 2 threads
     auto kept = loader.next();
     const seen_batch before = see(kept);
     loader.close();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/pipeline/detail/checked_options.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/pipeline_options.hpp>
 #include <crema/pipeline/source.hpp>
@@ -110,6 +111,13 @@ class epoch_loader {
   [[nodiscard]] const std::string& key() const noexcept { return key_; }
   /// @return the options it was made with
   [[nodiscard]] const epoch_loader_options& options() const noexcept { return options_; }
+  /// @return the batch slots: the most batches a caller can hold at once (`prefetch`, or the
+  ///         pipeline's default for `threads`)
+  [[nodiscard]] std::size_t slots() const noexcept {
+    return options_.prefetch != 0
+               ? options_.prefetch
+               : detail::default_prefetch({.producers = options_.threads, .threads = options_.threads});
+  }
 
   /// @return the batch that comes next
   [[nodiscard]] loader_position position() const noexcept { return next_; }

@@ -134,11 +134,14 @@ class lease {
   /// @return whether the lease holds a batch
   explicit operator bool() const noexcept { return slot_ != nullptr; }
 
-  /// @return the batch: a view of the items, or the batch object
+  /// @return the batch: a view of the items, or the batch object. Both may be written: the
+  /// lease owns its slot until it gives it back, as a `std::unique_ptr` owns its object (a
+  /// consumer may normalise a batch in place, or hand its memory to a framework that writes).
   /// @throws crema::state_error if the lease is empty (released, moved from, or never given)
   [[nodiscard]] decltype(auto) operator*() const {
     if constexpr (slot_type::holds_batch) {
-      return *held().batch;
+      (void)held();
+      return *slot_->batch;
     } else {
       const slot_type& slot = held();
       return batch<typename slot_type::item_type>(
@@ -150,7 +153,8 @@ class lease {
   /// @throws crema::state_error if the lease is empty
   [[nodiscard]] auto operator->() const {
     if constexpr (slot_type::holds_batch) {
-      return &*held().batch;
+      (void)held();
+      return &*slot_->batch;
     } else {
       struct arrow {
         batch<typename slot_type::item_type> value;

@@ -1,0 +1,171 @@
+#pragma once
+
+// What the module's translation units share: the loader behind a virtual interface (so that one
+// Python class drives every source and transform), the batch a Python array keeps alive, and the
+// plain descriptions of sources and transforms that the Python side has checked.
+
+#include <crema/pipeline/epoch_loader.hpp>
+#include <crema/pipeline/host_batch.hpp>
+#include <crema/pipeline/shard_cursor.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <functional>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crema {
+struct image_transform_options;
+}  // namespace crema
+
+namespace crema::python {
+
+/// One delivered batch: its lease, and where its arrays' bytes are. Destroyed (the slot given
+/// back) when the last Python object that refers to it is.
+struct held_batch {
+  virtual ~held_batch() = default;
+  void* data = nullptr;
+  std::int64_t* labels = nullptr;
+  std::size_t size = 0;     ///< records in the batch
+  std::size_t padding = 0;  ///< records at its end that repeat its first ones
+  std::uint64_t epoch = 0;
+};
+
+/// The loader, whatever its source and transform.
+class loader_core {
+ public:
+  virtual ~loader_core() = default;
+  [[nodiscard]] virtual std::uint64_t batches_per_epoch() const = 0;
+  [[nodiscard]] virtual std::uint64_t records_per_epoch() const = 0;
+  [[nodiscard]] virtual std::size_t slots() const = 0;
+  [[nodiscard]] virtual std::string key() const = 0;
+  [[nodiscard]] virtual loader_position position() const = 0;
+  virtual void seek(loader_position position) = 0;
+  [[nodiscard]] virtual bool running() const = 0;
+  /// The next batch of the epoch into `out` (ready), or end, stopped or timeout.
+  [[nodiscard]] virtual pull_status next_for(std::chrono::milliseconds timeout,
+                                             std::unique_ptr<held_batch>& out) = 0;
+  virtual void close() = 0;
+  [[nodiscard]] virtual std::string stats() const = 0;
+  /// One sample's dimensions in a batch: channels, height, width.
+  [[nodiscard]] virtual record_shape sample_shape() const = 0;
+};
+
+/// Where the records come from.
+struct source_spec {
+  std::string kind;  ///< "folder", "list" or "lmdb"
+  std::string path;  ///< the folder, the list file or the database
+  std::string root;  ///< a list's folder
+  std::vector<std::string> extensions;
+  bool shuffle = true;
+  std::size_t rank = 0;
+  std::size_t world = 1;
+  shard_balance balance = shard_balance::none;
+};
+
+/// What `crema.ImageTransform` asks for.
+struct image_spec {
+  bool random_crop = true;
+  std::size_t height = 224;
+  std::size_t width = 224;
+  double scale_low = 0.08;
+  double scale_high = 1.0;
+  double ratio_low = 3.0 / 4.0;
+  double ratio_high = 4.0 / 3.0;
+  std::size_t resize = 256;
+  bool flip = false;
+  std::array<float, 3> jitter{};  ///< brightness, contrast, saturation
+  std::array<float, 3> mean{};
+  std::array<float, 3> std{1.0F, 1.0F, 1.0F};
+  bool bytes = false;  ///< uint8 samples instead of float32
+  bool hwc = false;    ///< NHWC instead of NCHW
+};
+
+/// What `crema.CaffeTransform` asks for.
+struct caffe_spec {
+  std::size_t crop = 0;
+  bool mirror = false;
+  bool training = true;
+  std::string mean_file;
+  std::vector<float> mean_values;
+  float scale = 1.0F;
+  bool bytes = false;
+};
+
+/// The loader's own options.
+struct loader_spec {
+  epoch_loader_options options;
+};
+
+template <class Lease>
+struct lease_batch final : held_batch {
+  explicit lease_batch(Lease held) : lease(std::move(held)) {
+    auto& batch = *lease;
+    data = batch.data.data();
+    labels = batch.labels.data();
+    size = lease.size();
+    padding = lease.padding();
+    epoch = lease.epoch();
+  }
+  Lease lease;
+};
+
+/// The loader over one source type and one batch transform.
+template <class Source, class Transform>
+class loader_model final : public loader_core {
+ public:
+  loader_model(std::function<Source()> make_source, Transform transform,
+               const epoch_loader_options& options)
+      : shape_(transform.shape()), loader_(std::move(make_source), std::move(transform), options) {}
+
+  std::uint64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  std::uint64_t records_per_epoch() const override { return loader_.records_per_epoch(); }
+  std::size_t slots() const override { return loader_.slots(); }
+  std::string key() const override { return loader_.key(); }
+  loader_position position() const override { return loader_.position(); }
+  void seek(loader_position position) override { loader_.seek(position); }
+  bool running() const override { return loader_.running(); }
+  pull_status next_for(std::chrono::milliseconds timeout,
+                       std::unique_ptr<held_batch>& out) override {
+    auto result = loader_.next_for(timeout);
+    if (result.status == pull_status::ready) {
+      out = std::make_unique<lease_batch<decltype(result.batch)>>(std::move(result.batch));
+    }
+    return result.status;
+  }
+  void close() override { loader_.close(); }
+  std::string stats() const override { return fmt::format("{}", loader_.stats()); }
+  record_shape sample_shape() const override { return shape_; }
+
+ private:
+  record_shape shape_;
+  epoch_loader<Source, Transform> loader_;
+};
+
+/// The batches of the module's loaders: int64 labels, as PyTorch's losses take them.
+template <class T>
+using python_batch = make_host_batch<T, std::int64_t>;
+
+/// Loaders over image folders and list files (image_loaders.cpp).
+[[nodiscard]] std::unique_ptr<loader_core> make_image_file_loader(const source_spec& source,
+                                                                  const image_spec& transform,
+                                                                  const loader_spec& loader);
+/// Loaders over Caffe LMDBs (lmdb_loaders.cpp), with either transform.
+[[nodiscard]] std::unique_ptr<loader_core> make_lmdb_image_loader(const source_spec& source,
+                                                                  const image_spec& transform,
+                                                                  const loader_spec& loader);
+[[nodiscard]] std::unique_ptr<loader_core> make_lmdb_caffe_loader(const source_spec& source,
+                                                                  const caffe_spec& transform,
+                                                                  const loader_spec& loader);
+
+/// The image transform's options from its description (image_loaders.cpp).
+[[nodiscard]] image_transform_options image_options(const image_spec& spec);
+
+}  // namespace crema::python

@@ -1,0 +1,386 @@
+// crema._crema: the loader behind crema.Loader, its batches handed to Python through DLPack
+// without a copy, and crema's errors as Python exceptions that keep their whole chain. The
+// package's Python side (python/src/crema) checks the arguments and speaks the iteration
+// protocol; every byte of a batch is made here, by crema's headers.
+#include "loader_core.hpp"
+
+#include <crema/core/error.hpp>
+#include <crema/version.hpp>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <Python.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace nb = nanobind;
+
+namespace crema::python {
+namespace {
+
+// crema's exception types as Python classes (made once, in the module's init).
+struct python_errors {
+  PyObject* error = nullptr;     // crema.Error(RuntimeError): every crema error
+  PyObject* config = nullptr;    // crema.ConfigError(Error, ValueError)
+  PyObject* format = nullptr;    // crema.FormatError(Error, ValueError)
+  PyObject* pipeline = nullptr;  // crema.PipelineError(Error)
+  PyObject* io = nullptr;        // crema.IOError(Error, OSError)
+  PyObject* lmdb = nullptr;      // crema.LMDBError(Error)
+};
+python_errors errors;
+
+PyObject* python_type_of(const std::exception& error) {
+  if (dynamic_cast<const config_error*>(&error) != nullptr) return errors.config;
+  if (dynamic_cast<const format_error*>(&error) != nullptr) return errors.format;
+  if (dynamic_cast<const pipeline_error*>(&error) != nullptr) return errors.pipeline;
+  if (dynamic_cast<const io_error*>(&error) != nullptr) return errors.io;
+  if (dynamic_cast<const lmdb_error*>(&error) != nullptr) return errors.lmdb;
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return PyExc_MemoryError;
+  return errors.error;
+}
+
+// The Python exception for `error` and the causes nested in it: each one's message holds the
+// messages of its causes after its own (what a log shows), and its __cause__ is the next one
+// (what `raise ... from` gives), so both the text and the chain say what failed where.
+nb::object python_exception_of(const std::exception& error, std::string* chain) {
+  nb::object cause;
+  std::string cause_text;
+  try {
+    std::rethrow_if_nested(error);
+  } catch (const std::exception& inner) {
+    cause = python_exception_of(inner, &cause_text);
+  } catch (...) {
+    cause_text = "an exception that is not a std::exception";
+  }
+  std::string text = error.what();
+  if (!cause_text.empty()) text += "\n  because: " + cause_text;
+  if (chain != nullptr) *chain = text;
+  PyObject* type = python_type_of(error);
+  nb::object exception = nb::steal(PyObject_CallFunction(type, "s", text.c_str()));
+  if (!exception.is_valid()) throw nb::python_error();
+  if (cause.is_valid()) PyException_SetCause(exception.ptr(), cause.release().ptr());
+  return exception;
+}
+
+void translate(const std::exception_ptr& thrown, void*) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const crema::error& error) {
+    const nb::object exception = python_exception_of(error, nullptr);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
+  }
+}
+
+PyObject* make_error(nb::module_& module, const char* name, PyObject* bases, const char* doc) {
+  const std::string qualified = std::string("crema.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  if (type == nullptr) throw nb::python_error();
+  module.attr(name) = nb::handle(type);
+  return type;
+}
+
+// What a batch's arrays keep alive: the batch (its lease) and the count of batches held.
+struct batch_owner {
+  std::unique_ptr<held_batch> batch;
+  std::shared_ptr<std::atomic<std::size_t>> held;
+  ~batch_owner() { held->fetch_sub(1, std::memory_order_relaxed); }
+};
+
+enum class output_kind { torch, numpy, dlpack };
+
+template <class Framework>
+nb::object export_array(void* data, std::size_t ndim, const std::size_t* shape,
+                        nb::dlpack::dtype dtype, nb::handle owner) {
+  nb::ndarray<Framework> array(data, ndim, shape, owner, nullptr, dtype);
+  return nb::cast(std::move(array));
+}
+
+nb::object as_array(output_kind output, void* data, std::size_t ndim, const std::size_t* shape,
+                    nb::dlpack::dtype dtype, nb::handle owner) {
+  switch (output) {
+    case output_kind::torch:
+      return export_array<nb::pytorch>(data, ndim, shape, dtype, owner);
+    case output_kind::numpy:
+      return export_array<nb::numpy>(data, ndim, shape, dtype, owner);
+    case output_kind::dlpack:
+      break;
+  }
+  return export_array<nb::array_api>(data, ndim, shape, dtype, owner);
+}
+
+// The loader as the Python class crema._crema.Loader sees it.
+class python_loader {
+ public:
+  python_loader(std::unique_ptr<loader_core> core, bool bytes, bool hwc)
+      : core_(std::move(core)), bytes_(bytes), hwc_(hwc) {}
+  python_loader(const python_loader&) = delete;
+  python_loader& operator=(const python_loader&) = delete;
+  ~python_loader() { close(); }
+
+  std::uint64_t batches_per_epoch() const { return live().batches_per_epoch(); }
+  std::uint64_t records_per_epoch() const { return live().records_per_epoch(); }
+  std::size_t slots() const { return live().slots(); }
+  std::size_t held() const { return held_->load(std::memory_order_relaxed); }
+  std::string key() const { return live().key(); }
+  bool running() const { return core_ != nullptr && core_->running(); }
+  std::pair<std::uint64_t, std::uint64_t> position() const {
+    const loader_position at = live().position();
+    return {at.epoch, at.batch};
+  }
+  void seek(std::uint64_t epoch, std::uint64_t batch) { live().seek({epoch, batch}); }
+  std::string stats() const { return live().stats(); }
+
+  // The next batch of the epoch as (images, labels), or None at its end. Waits with the GIL
+  // released, looking for signals (Ctrl-C) every `poll` so that a wait ends promptly.
+  nb::object next(output_kind output) {
+    loader_core& core = live();
+    const std::size_t slots = core.slots();
+    if (held_->load(std::memory_order_relaxed) >= slots) {
+      nb::object exception = nb::steal(PyObject_CallFunction(
+          errors.pipeline, "s",
+          fmt::format("crema.Loader: all {} batch slots are held by batches still in use, so no "
+                      "batch can be made; keep copies of the batches you keep (.clone() or "
+                      "copy=True) or raise prefetch",
+                      slots)
+              .c_str()));
+      PyErr_SetObject(errors.pipeline, exception.ptr());
+      throw nb::python_error();
+    }
+    std::unique_ptr<held_batch> batch;
+    for (;;) {
+      pull_status status = pull_status::timeout;
+      {
+        nb::gil_scoped_release unlocked;
+        status = core.next_for(poll, batch);
+      }
+      if (status == pull_status::ready) break;
+      if (status == pull_status::end) return nb::none();
+      if (status == pull_status::stopped) {
+        detail::fail<state_error>("crema.Loader: closed; make a new loader");
+      }
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    }
+    return arrays_of(std::move(batch), output);
+  }
+
+  // Stops and joins the producers (batches handed out stay valid). Idempotent.
+  void close() {
+    if (core_ == nullptr) return;
+    nb::gil_scoped_release unlocked;  // producers never take it; joining them needs no lock
+    core_->close();
+  }
+
+  // After fork(), in the child: the producers' threads do not exist there, so the loader is let
+  // go without joining them (its memory is the child's to lose, not to free).
+  void abandon() noexcept { (void)core_.release(); }
+
+ private:
+  static constexpr std::chrono::milliseconds poll{50};
+
+  loader_core& live() const {
+    if (core_ == nullptr) {
+      detail::fail<state_error>(
+          "crema.Loader: this loader's threads were started in another process (before a "
+          "fork); make a new loader in this one");
+    }
+    return *core_;
+  }
+
+  nb::object arrays_of(std::unique_ptr<held_batch> batch, output_kind output) {
+    const record_shape shape = core_->sample_shape();
+    const std::size_t records = batch->size;
+    void* data = batch->data;
+    std::int64_t* labels = batch->labels;
+    held_->fetch_add(1, std::memory_order_relaxed);
+    auto* owner = new batch_owner{std::move(batch), held_};
+    nb::capsule keeper(owner, [](void* kept) noexcept { delete static_cast<batch_owner*>(kept); });
+    const std::size_t image_shape[4] = {
+        records, hwc_ ? shape.height : shape.channels, hwc_ ? shape.width : shape.height,
+        hwc_ ? shape.channels : shape.width};
+    const std::size_t label_shape[1] = {records};
+    nb::object images =
+        as_array(output, data, 4, image_shape,
+                 bytes_ ? nb::dtype<std::uint8_t>() : nb::dtype<float>(), keeper);
+    nb::object targets =
+        as_array(output, labels, 1, label_shape, nb::dtype<std::int64_t>(), keeper);
+    return nb::make_tuple(images, targets);
+  }
+
+  std::unique_ptr<loader_core> core_;
+  bool bytes_;
+  bool hwc_;
+  std::shared_ptr<std::atomic<std::size_t>> held_ = std::make_shared<std::atomic<std::size_t>>(0);
+};
+
+template <class Make, class Spec>
+std::unique_ptr<python_loader> make_loader(Make make, const source_spec& source,
+                                           const Spec& transform, const loader_spec& loader,
+                                           bool hwc) {
+  std::unique_ptr<loader_core> core;
+  {
+    nb::gil_scoped_release unlocked;  // a large folder takes a while to scan
+    core = make(source, transform, loader);
+  }
+  return std::make_unique<python_loader>(std::move(core), transform.bytes, hwc);
+}
+
+}  // namespace
+}  // namespace crema::python
+
+NB_MODULE(_crema, module) {
+  using namespace crema::python;
+  namespace c = crema;
+  module.doc() = "crema's C++ data pipeline, behind crema.Loader";
+  module.attr("__version__") = fmt::format("{}.{}.{}", CREMA_VERSION_MAJOR, CREMA_VERSION_MINOR,
+                                           CREMA_VERSION_PATCH);
+
+  errors.error = make_error(module, "Error", PyExc_RuntimeError,
+                            "Every error crema reports; its message names what is at fault.");
+  const auto bases = [](PyObject* first, PyObject* second) {
+    return nb::make_tuple(nb::handle(first), nb::handle(second));
+  };
+  errors.config = make_error(module, "ConfigError", bases(errors.error, PyExc_ValueError).ptr(),
+                             "An option or a data set that cannot work, named.");
+  errors.format = make_error(module, "FormatError", bases(errors.error, PyExc_ValueError).ptr(),
+                             "A record or file that does not decode, named by its key or path.");
+  errors.pipeline = make_error(module, "PipelineError", errors.error,
+                               "A failure in the pipeline: a record, a stall, a held slot.");
+  errors.io = make_error(module, "IOError", bases(errors.error, PyExc_OSError).ptr(),
+                         "A file or folder that cannot be read, named.");
+  errors.lmdb = make_error(module, "LMDBError", errors.error, "LMDB failed, on the path named.");
+  nb::register_exception_translator(&translate);
+
+  nb::dict info;
+  info["version"] = module.attr("__version__");
+  info["image"] = true;
+  info["lmdb"] = CREMA_PYTHON_LMDB != 0;
+  info["cuda"] = CREMA_PYTHON_CUDA != 0;
+  info["nvjpeg"] = CREMA_PYTHON_NVJPEG != 0;
+  info["mpi"] = CREMA_PYTHON_MPI != 0;
+  module.attr("_build_info") = info;
+
+  nb::enum_<c::shard_balance>(module, "ShardBalance")
+      .value("none", c::shard_balance::none)
+      .value("pad", c::shard_balance::pad)
+      .value("drop", c::shard_balance::drop);
+  nb::enum_<c::partial_batch>(module, "PartialBatch")
+      .value("keep", c::partial_batch::keep)
+      .value("drop", c::partial_batch::drop)
+      .value("pad", c::partial_batch::pad);
+  nb::enum_<output_kind>(module, "Output")
+      .value("torch", output_kind::torch)
+      .value("numpy", output_kind::numpy)
+      .value("dlpack", output_kind::dlpack);
+
+  nb::class_<source_spec>(module, "SourceSpec")
+      .def(nb::init<>())
+      .def_rw("kind", &source_spec::kind)
+      .def_rw("path", &source_spec::path)
+      .def_rw("root", &source_spec::root)
+      .def_rw("extensions", &source_spec::extensions)
+      .def_rw("shuffle", &source_spec::shuffle)
+      .def_rw("rank", &source_spec::rank)
+      .def_rw("world", &source_spec::world)
+      .def_rw("balance", &source_spec::balance);
+  nb::class_<image_spec>(module, "ImageSpec")
+      .def(nb::init<>())
+      .def_rw("random_crop", &image_spec::random_crop)
+      .def_rw("height", &image_spec::height)
+      .def_rw("width", &image_spec::width)
+      .def_rw("scale_low", &image_spec::scale_low)
+      .def_rw("scale_high", &image_spec::scale_high)
+      .def_rw("ratio_low", &image_spec::ratio_low)
+      .def_rw("ratio_high", &image_spec::ratio_high)
+      .def_rw("resize", &image_spec::resize)
+      .def_rw("flip", &image_spec::flip)
+      .def_rw("jitter", &image_spec::jitter)
+      .def_rw("mean", &image_spec::mean)
+      .def_rw("std", &image_spec::std)
+      .def_rw("bytes", &image_spec::bytes)
+      .def_rw("hwc", &image_spec::hwc);
+  nb::class_<caffe_spec>(module, "CaffeSpec")
+      .def(nb::init<>())
+      .def_rw("crop", &caffe_spec::crop)
+      .def_rw("mirror", &caffe_spec::mirror)
+      .def_rw("training", &caffe_spec::training)
+      .def_rw("mean_file", &caffe_spec::mean_file)
+      .def_rw("mean_values", &caffe_spec::mean_values)
+      .def_rw("scale", &caffe_spec::scale)
+      .def_rw("bytes", &caffe_spec::bytes);
+  nb::class_<loader_spec>(module, "LoaderSpec")
+      .def(nb::init<>())
+      .def_prop_rw(
+          "batch_size", [](const loader_spec& s) { return s.options.batch_size; },
+          [](loader_spec& s, std::size_t value) { s.options.batch_size = value; })
+      .def_prop_rw(
+          "threads", [](const loader_spec& s) { return s.options.threads; },
+          [](loader_spec& s, std::size_t value) { s.options.threads = value; })
+      .def_prop_rw(
+          "prefetch", [](const loader_spec& s) { return s.options.prefetch; },
+          [](loader_spec& s, std::size_t value) { s.options.prefetch = value; })
+      .def_prop_rw(
+          "seed", [](const loader_spec& s) { return s.options.seed; },
+          [](loader_spec& s, std::uint64_t value) { s.options.seed = value; })
+      .def_prop_rw(
+          "last_batch", [](const loader_spec& s) { return s.options.last_batch; },
+          [](loader_spec& s, c::partial_batch value) { s.options.last_batch = value; })
+      .def_prop_rw(
+          "stall_timeout_ms",
+          [](const loader_spec& s) { return s.options.stall_timeout.count(); },
+          [](loader_spec& s, std::int64_t value) {
+            s.options.stall_timeout = std::chrono::milliseconds(value);
+          });
+
+  nb::class_<python_loader>(module, "Loader")
+      .def_static(
+          "images",
+          [](const source_spec& source, const image_spec& transform, const loader_spec& loader) {
+            if (source.kind == "lmdb") {
+#if CREMA_PYTHON_LMDB
+              return make_loader(&make_lmdb_image_loader, source, transform, loader,
+                                 transform.hwc);
+#else
+              c::detail::fail<c::config_error>("crema was built without LMDB");
+#endif
+            }
+            return make_loader(&make_image_file_loader, source, transform, loader, transform.hwc);
+          })
+      .def_static("caffe",
+                  [](const source_spec& source, const caffe_spec& transform,
+                     const loader_spec& loader) {
+#if CREMA_PYTHON_LMDB
+                    return make_loader(&make_lmdb_caffe_loader, source, transform, loader, false);
+#else
+                    (void)source;
+                    (void)transform;
+                    (void)loader;
+                    c::detail::fail<c::config_error>("crema was built without LMDB");
+                    return std::unique_ptr<python_loader>{};
+#endif
+                  })
+      .def("__len__", &python_loader::batches_per_epoch)
+      .def_prop_ro("records_per_epoch", &python_loader::records_per_epoch)
+      .def_prop_ro("slots", &python_loader::slots)
+      .def_prop_ro("held", &python_loader::held)
+      .def_prop_ro("key", &python_loader::key)
+      .def_prop_ro("running", &python_loader::running)
+      .def("position", &python_loader::position)
+      .def("seek", &python_loader::seek)
+      .def("next", &python_loader::next)
+      .def("close", &python_loader::close)
+      .def("abandon", &python_loader::abandon)
+      .def("stats", &python_loader::stats);
+}
