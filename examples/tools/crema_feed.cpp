@@ -26,7 +26,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,7 +60,7 @@ constexpr std::string_view usage = R"(usage:
   crema-feed --images ROOT [--list FILE] --batch B
              (--random-resized-crop S | --resize S --center-crop C) [--mirror]
              [--normalize m1,m2,m3/s1,s2,s3] [--exact] [--producers P] [--threads T]
-             [--epochs E] [--seed S] [--json]
+             [--epochs E] [--seed S] [--dump FILE] [--json]
       Reads the JPEGs of ROOT (one folder per class, as torchvision's ImageFolder; or the
       `path label` lines of FILE under ROOT, as Caffe's ImageData) E times through decoding
       only the window each sample needs, RandomResizedCrop(S) or Resize(S) + CenterCrop(C), a
@@ -66,7 +68,10 @@ constexpr std::string_view usage = R"(usage:
       batches of B x 3 x S x S, on P producers over T threads. --exact decodes at full size (no
       DCT scaling): torchvision's values. Prints samples/s beside a loop that reads and fully
       decodes the same files with libjpeg-turbo on T threads, in the same run
-      (decode_only_samples_per_s in --json).
+      (decode_only_samples_per_s in --json). --dump writes every batch to FILE in order (the
+      pipeline ordered): its samples as float32, then its labels as float32, batch after batch;
+      the same seed gives the same file for every P and T, and the Python package's
+      crema.Loader gives the same bytes (python/tests check it).
 )";
 
 double seconds_since(clock_type::time_point start) {
@@ -443,6 +448,13 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
   }
   const double baseline_per_s = decode_only(source, threads, epochs);
 
+  const auto dump_path = args.option("dump");
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> dump(
+      dump_path ? std::fopen(dump_path->c_str(), "wb") : nullptr, &std::fclose);
+  if (dump_path && !dump) {
+    throw usage_error(fmt::format("--dump: cannot write {}: {}", *dump_path,
+                                  std::strerror(errno)));
+  }
   crema::image_batcher batcher(crema::image_transform(options), crema::make_host_batch<float>{});
   const auto out = batcher.shape();
   crema::double_buffered_pipeline pipe{
@@ -452,6 +464,7 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
        .producers = producers,
        .threads = threads,
        .mode = epochs == 1 ? crema::pipeline_mode::single_pass : crema::pipeline_mode::repeat,
+       .ordered = dump != nullptr,
        .seed = args.count("seed", 0)}};
   const std::size_t target = files * epochs;
   std::size_t samples = 0;
@@ -463,7 +476,16 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
     auto batch = consumer.pull();
     starved += seconds_since(asked);
     if (!batch) break;
-    samples += std::min(batch->size(), target - samples);
+    const std::size_t size = std::min(batch->size(), target - samples);
+    if (dump) {
+      const std::size_t values = size * out.elements();
+      if (std::fwrite(batch->data.data(), sizeof(float), values, dump.get()) != values ||
+          std::fwrite(batch->labels.data(), sizeof(float), size, dump.get()) != size) {
+        throw usage_error(fmt::format("--dump: cannot write {}: {}", *dump_path,
+                                      std::strerror(errno)));
+      }
+    }
+    samples += size;
   }
   const double seconds = seconds_since(start);
   const double per_s = static_cast<double>(samples) / seconds;
@@ -501,7 +523,8 @@ int main(int argc, char** argv) {
     const crema::tools::arguments args(
         argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact"},
         {"batch", "crop", "mean-file", "mean-values", "scale", "producers", "threads", "epochs",
-         "seed", "images", "list", "random-resized-crop", "resize", "center-crop", "normalize"});
+         "seed", "images", "list", "random-resized-crop", "resize", "center-crop", "normalize",
+         "dump"});
     if (const auto root = args.option("images")) {
       if (args.positional_count() != 0) throw usage_error("--images reads no DB");
       for (const char* lmdb_only : {"crop", "mean-file", "mean-values", "scale"}) {
@@ -519,7 +542,7 @@ int main(int argc, char** argv) {
       return feed_images(args, crema::image_folder_source(*root), *root);
     }
     for (const char* image_only :
-         {"list", "random-resized-crop", "resize", "center-crop", "normalize"}) {
+         {"list", "random-resized-crop", "resize", "center-crop", "normalize", "dump"}) {
       if (args.option(image_only)) {
         throw usage_error(fmt::format("--{} goes with --images ROOT", image_only));
       }
