@@ -25,12 +25,12 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -452,8 +452,7 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> dump(
       dump_path ? std::fopen(dump_path->c_str(), "wb") : nullptr, &std::fclose);
   if (dump_path && !dump) {
-    throw usage_error(fmt::format("--dump: cannot write {}: {}", *dump_path,
-                                  std::strerror(errno)));
+    throw usage_error(fmt::format("--dump: cannot write {}: {}", *dump_path, std::strerror(errno)));
   }
   crema::image_batcher batcher(crema::image_transform(options), crema::make_host_batch<float>{});
   const auto out = batcher.shape();
@@ -481,8 +480,8 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
       const std::size_t values = size * out.elements();
       if (std::fwrite(batch->data.data(), sizeof(float), values, dump.get()) != values ||
           std::fwrite(batch->labels.data(), sizeof(float), size, dump.get()) != size) {
-        throw usage_error(fmt::format("--dump: cannot write {}: {}", *dump_path,
-                                      std::strerror(errno)));
+        throw usage_error(
+            fmt::format("--dump: cannot write {}: {}", *dump_path, std::strerror(errno)));
       }
     }
     samples += size;

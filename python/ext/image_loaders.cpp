@@ -14,7 +14,7 @@ namespace crema::python {
 image_transform_options image_options(const image_spec& spec) {
   image_transform_options options;
   if (spec.random_crop) {
-    options.geometry = random_resized_crop{spec.height,    spec.width,     spec.scale_low,
+    options.geometry = random_resized_crop{spec.height,     spec.width,     spec.scale_low,
                                            spec.scale_high, spec.ratio_low, spec.ratio_high};
   } else {
     options.geometry = resize_center_crop{spec.resize, spec.height, spec.width};
@@ -35,24 +35,19 @@ template <class Source>
 std::function<Source()> prepared(Source prototype, const source_spec& spec) {
   prototype.shard(spec.rank, spec.world);
   prototype.balance(spec.balance);
-  return [prototype = std::make_shared<const Source>(std::move(prototype))] {
-    return *prototype;
-  };
+  return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
 }
 
 template <class Source, class T>
-std::unique_ptr<loader_core> image_loader(std::function<Source()> make,
-                                          const image_spec& transform,
+std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const image_spec& transform,
                                           const loader_spec& loader) {
   image_batcher batcher(image_transform(image_options(transform)), python_batch<T>{});
-  return std::make_unique<loader_model<Source, decltype(batcher)>>(std::move(make),
-                                                                   std::move(batcher),
-                                                                   loader.options);
+  return std::make_unique<loader_model<Source, decltype(batcher)>>(
+      std::move(make), std::move(batcher), loader.options);
 }
 
 template <class Source>
-std::unique_ptr<loader_core> image_loader(std::function<Source()> make,
-                                          const image_spec& transform,
+std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const image_spec& transform,
                                           const loader_spec& loader) {
   return transform.bytes ? image_loader<Source, std::uint8_t>(std::move(make), transform, loader)
                          : image_loader<Source, float>(std::move(make), transform, loader);

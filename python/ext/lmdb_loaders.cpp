@@ -61,8 +61,8 @@ std::unique_ptr<loader_core> caffe_loader(const source_spec& source, const caffe
 template <class T>
 std::unique_ptr<loader_core> image_loader(const source_spec& source, const image_spec& spec,
                                           const loader_spec& loader) {
-  return lmdb_loader(
-      source, image_batcher(image_transform(image_options(spec)), python_batch<T>{}), loader);
+  return lmdb_loader(source, image_batcher(image_transform(image_options(spec)), python_batch<T>{}),
+                     loader);
 }
 
 }  // namespace

@@ -11,11 +11,11 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <functional>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>

@@ -208,13 +208,12 @@ class python_loader {
     held_->fetch_add(1, std::memory_order_relaxed);
     auto* owner = new batch_owner{std::move(batch), held_};
     nb::capsule keeper(owner, [](void* kept) noexcept { delete static_cast<batch_owner*>(kept); });
-    const std::size_t image_shape[4] = {
-        records, hwc_ ? shape.height : shape.channels, hwc_ ? shape.width : shape.height,
-        hwc_ ? shape.channels : shape.width};
+    const std::size_t image_shape[4] = {records, hwc_ ? shape.height : shape.channels,
+                                        hwc_ ? shape.width : shape.height,
+                                        hwc_ ? shape.channels : shape.width};
     const std::size_t label_shape[1] = {records};
-    nb::object images =
-        as_array(output, data, 4, image_shape,
-                 bytes_ ? nb::dtype<std::uint8_t>() : nb::dtype<float>(), keeper);
+    nb::object images = as_array(output, data, 4, image_shape,
+                                 bytes_ ? nb::dtype<std::uint8_t>() : nb::dtype<float>(), keeper);
     nb::object targets =
         as_array(output, labels, 1, label_shape, nb::dtype<std::int64_t>(), keeper);
     return nb::make_tuple(images, targets);
@@ -245,8 +244,8 @@ NB_MODULE(_crema, module) {
   using namespace crema::python;
   namespace c = crema;
   module.doc() = "crema's C++ data pipeline, behind crema.Loader";
-  module.attr("__version__") = fmt::format("{}.{}.{}", CREMA_VERSION_MAJOR, CREMA_VERSION_MINOR,
-                                           CREMA_VERSION_PATCH);
+  module.attr("__version__") =
+      fmt::format("{}.{}.{}", CREMA_VERSION_MAJOR, CREMA_VERSION_MINOR, CREMA_VERSION_PATCH);
 
   errors.error = make_error(module, "Error", PyExc_RuntimeError,
                             "Every error crema reports; its message names what is at fault.");
@@ -339,8 +338,7 @@ NB_MODULE(_crema, module) {
           "last_batch", [](const loader_spec& s) { return s.options.last_batch; },
           [](loader_spec& s, c::partial_batch value) { s.options.last_batch = value; })
       .def_prop_rw(
-          "stall_timeout_ms",
-          [](const loader_spec& s) { return s.options.stall_timeout.count(); },
+          "stall_timeout_ms", [](const loader_spec& s) { return s.options.stall_timeout.count(); },
           [](loader_spec& s, std::int64_t value) {
             s.options.stall_timeout = std::chrono::milliseconds(value);
           });
@@ -351,27 +349,26 @@ NB_MODULE(_crema, module) {
           [](const source_spec& source, const image_spec& transform, const loader_spec& loader) {
             if (source.kind == "lmdb") {
 #if CREMA_PYTHON_LMDB
-              return make_loader(&make_lmdb_image_loader, source, transform, loader,
-                                 transform.hwc);
+              return make_loader(&make_lmdb_image_loader, source, transform, loader, transform.hwc);
 #else
               c::detail::fail<c::config_error>("crema was built without LMDB");
 #endif
             }
             return make_loader(&make_image_file_loader, source, transform, loader, transform.hwc);
           })
-      .def_static("caffe",
-                  [](const source_spec& source, const caffe_spec& transform,
-                     const loader_spec& loader) {
+      .def_static(
+          "caffe",
+          [](const source_spec& source, const caffe_spec& transform, const loader_spec& loader) {
 #if CREMA_PYTHON_LMDB
-                    return make_loader(&make_lmdb_caffe_loader, source, transform, loader, false);
+            return make_loader(&make_lmdb_caffe_loader, source, transform, loader, false);
 #else
-                    (void)source;
-                    (void)transform;
-                    (void)loader;
-                    c::detail::fail<c::config_error>("crema was built without LMDB");
-                    return std::unique_ptr<python_loader>{};
+            (void)source;
+            (void)transform;
+            (void)loader;
+            c::detail::fail<c::config_error>("crema was built without LMDB");
+            return std::unique_ptr<python_loader>{};
 #endif
-                  })
+          })
       .def("__len__", &python_loader::batches_per_epoch)
       .def_prop_ro("records_per_epoch", &python_loader::records_per_epoch)
       .def_prop_ro("slots", &python_loader::slots)

@@ -223,6 +223,43 @@ TEST_SUITE("lmdb") {
     CHECK(displaced > 400);
   }
 
+  TEST_CASE(
+      "balanced shards of an LMDB hold as many records on every rank, in every mode: "
+      "padded ones read the pass's first records again") {
+    scratch_directory scratch("lmdb-balance");
+    const auto path = make_dataset(scratch.path() / "db", 23);
+    for (const auto& mode : modes) {
+      CAPTURE(mode.name);
+      std::vector<std::size_t> padded;
+      std::vector<std::size_t> dropped;
+      for (std::size_t rank = 0; rank < 5; ++rank) {
+        crema::lmdb_source source(path, mode.options);
+        source.shard(rank, 5);
+        source.balance(crema::shard_balance::pad);
+        const auto part = rest_of_pass(source);
+        CHECK(part.size() == 5);  // ceil(23 / 5): ranks 3 and 4 read one record twice
+        padded.insert(padded.end(), part.begin(), part.end());
+        source.balance(crema::shard_balance::drop);
+        const auto kept = rest_of_pass(source);
+        CHECK(kept.size() == 4);
+        dropped.insert(dropped.end(), kept.begin(), kept.end());
+        source.seek(2);  // resumes inside the balanced pass
+        CHECK(rest_of_pass(source) == std::vector<std::size_t>(kept.begin() + 2, kept.end()));
+      }
+      std::sort(padded.begin(), padded.end());
+      CHECK(padded.size() == 25);
+      padded.erase(std::unique(padded.begin(), padded.end()), padded.end());
+      CHECK(padded == iota(23));
+      std::sort(dropped.begin(), dropped.end());
+      CHECK(std::adjacent_find(dropped.begin(), dropped.end()) == dropped.end());
+    }
+    // In order, the padding is the database's first records, read from its first key again.
+    crema::lmdb_source last(path);
+    last.shard(4, 5);
+    last.balance(crema::shard_balance::pad);
+    CHECK(rest_of_pass(last) == std::vector<std::size_t>{4, 9, 14, 19, 1});
+  }
+
   TEST_CASE("position and seek resume a pass exactly, in every mode, sharded") {
     scratch_directory scratch("lmdb-resume");
     const auto path = make_dataset(scratch.path() / "db", 97);

@@ -54,8 +54,9 @@ template <class Lease>
 seen_batch see(const Lease& lease) {
   const auto& batch = *lease;
   const std::size_t size = lease.size();
-  return {lease.epoch(), std::vector<std::int64_t>(batch.data.begin(),
-                                                   batch.data.begin() + static_cast<long>(size * 2)),
+  return {lease.epoch(),
+          std::vector<std::int64_t>(batch.data.begin(),
+                                    batch.data.begin() + static_cast<long>(size * 2)),
           std::vector<std::int64_t>(batch.labels.begin(),
                                     batch.labels.begin() + static_cast<long>(size))};
 }
@@ -74,7 +75,8 @@ auto shuffled_numbers(int count, std::size_t rank = 0, std::size_t world = 1,
 using loader_type = crema::epoch_loader<crema::vector_source<int>, number_batcher>;
 
 // Every batch of `epochs` epochs, each epoch started as a loop starts it.
-std::vector<seen_batch> read_epochs(loader_type& loader, std::uint64_t first, std::uint64_t epochs) {
+std::vector<seen_batch> read_epochs(loader_type& loader, std::uint64_t first,
+                                    std::uint64_t epochs) {
   std::vector<seen_batch> seen;
   for (std::uint64_t epoch = first; epoch < first + epochs; ++epoch) {
     loader.start_epoch(epoch);
@@ -86,10 +88,12 @@ std::vector<seen_batch> read_epochs(loader_type& loader, std::uint64_t first, st
 }  // namespace
 
 TEST_SUITE("epoch_loader") {
-  TEST_CASE("in repeat mode, batches that end with their pass hold one pass each: the last kept "
-            "short, dropped or padded") {
+  TEST_CASE(
+      "in repeat mode, batches that end with their pass hold one pass each: the last kept "
+      "short, dropped or padded") {
     crema::test::watchdog guard(std::chrono::seconds(60), "batches end with their pass");
-    for (const partial_batch last : {partial_batch::keep, partial_batch::drop, partial_batch::pad}) {
+    for (const partial_batch last :
+         {partial_batch::keep, partial_batch::drop, partial_batch::pad}) {
       for (const std::size_t producers : {1U, 3U}) {
         CAPTURE(static_cast<int>(last));
         CAPTURE(producers);
@@ -123,9 +127,11 @@ TEST_SUITE("epoch_loader") {
     }
   }
 
-  TEST_CASE("balanced shards give every rank the same batches per epoch, disjoint when dropped "
-            "and covering the data when padded") {
-    for (const partial_batch last : {partial_batch::keep, partial_batch::drop, partial_batch::pad}) {
+  TEST_CASE(
+      "balanced shards give every rank the same batches per epoch, disjoint when dropped "
+      "and covering the data when padded") {
+    for (const partial_batch last :
+         {partial_batch::keep, partial_batch::drop, partial_batch::pad}) {
       const auto balance =
           last == partial_batch::drop ? crema::shard_balance::drop : crema::shard_balance::pad;
       std::set<std::int64_t> seen;
@@ -156,8 +162,9 @@ TEST_SUITE("epoch_loader") {
     }
   }
 
-  TEST_CASE("an epoch loader gives the same batches whatever its thread count, another "
-            "augmentation every epoch") {
+  TEST_CASE(
+      "an epoch loader gives the same batches whatever its thread count, another "
+      "augmentation every epoch") {
     crema::test::watchdog guard(std::chrono::seconds(60), "epoch loader threads");
     std::vector<seen_batch> reference;
     for (const std::size_t threads : {1U, 2U, 4U}) {
@@ -192,8 +199,9 @@ TEST_SUITE("epoch_loader") {
     }
   }
 
-  TEST_CASE("an epoch loader resumed at any batch, or left mid-epoch, delivers what one never "
-            "stopped delivers") {
+  TEST_CASE(
+      "an epoch loader resumed at any batch, or left mid-epoch, delivers what one never "
+      "stopped delivers") {
     crema::test::watchdog guard(std::chrono::seconds(60), "epoch loader resume");
     loader_type whole(shuffled_numbers(17), number_batcher{},
                       {.batch_size = 4, .threads = 2, .seed = 9, .last_batch = partial_batch::pad});
@@ -203,9 +211,9 @@ TEST_SUITE("epoch_loader") {
       CAPTURE(stop);
       crema::loader_position saved;
       {
-        loader_type first(shuffled_numbers(17), number_batcher{},
-                          {.batch_size = 4, .threads = 3, .seed = 9,
-                           .last_batch = partial_batch::pad});
+        loader_type first(
+            shuffled_numbers(17), number_batcher{},
+            {.batch_size = 4, .threads = 3, .seed = 9, .last_batch = partial_batch::pad});
         first.seek({0, 0});
         for (std::size_t i = 0; i < stop; ++i) {
           if (first.position().batch == first.batches_per_epoch()) {
@@ -215,9 +223,9 @@ TEST_SUITE("epoch_loader") {
         }
         saved = first.position();
       }
-      loader_type resumed(shuffled_numbers(17), number_batcher{},
-                          {.batch_size = 4, .threads = 1, .seed = 9,
-                           .last_batch = partial_batch::pad});
+      loader_type resumed(
+          shuffled_numbers(17), number_batcher{},
+          {.batch_size = 4, .threads = 1, .seed = 9, .last_batch = partial_batch::pad});
       resumed.seek(saved);
       std::size_t i = stop;
       while (i < reference.size()) {
@@ -248,13 +256,17 @@ TEST_SUITE("epoch_loader") {
     loader.close();
     CHECK(loader.next_for(std::chrono::milliseconds(1)).status == crema::pull_status::stopped);
     CHECK(see(kept) == before);
+    // The lease owns its batch until it gives it back: the consumer may write it.
+    kept->data[0] = -1;
+    CHECK((*kept).data[0] == -1);
   }
 
-  TEST_CASE("an epoch loader refuses a shard without records, an epoch shorter than a dropped "
-            "batch, and a position past its epoch, naming the source") {
-    CHECK_THROWS_WITH_AS(loader_type(shuffled_numbers(2, 2, 3), number_batcher{},
-                                     {.batch_size = 1}),
-                         doctest::Contains("holds no record in this shard"), crema::config_error);
+  TEST_CASE(
+      "an epoch loader refuses a shard without records, an epoch shorter than a dropped "
+      "batch, and a position past its epoch, naming the source") {
+    CHECK_THROWS_WITH_AS(
+        loader_type(shuffled_numbers(2, 2, 3), number_batcher{}, {.batch_size = 1}),
+        doctest::Contains("holds no record in this shard"), crema::config_error);
     CHECK_THROWS_WITH_AS(
         loader_type(shuffled_numbers(3), number_batcher{},
                     {.batch_size = 4, .last_batch = partial_batch::drop}),

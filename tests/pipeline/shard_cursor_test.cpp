@@ -43,12 +43,13 @@ std::vector<std::uint64_t> one_pass(Source& source) {
 }  // namespace
 
 TEST_SUITE("shard_cursor") {
-  TEST_CASE("the shards of a world are disjoint and together complete, for every world size up "
-            "to the record count and past it, shuffled or not, in every epoch") {
+  TEST_CASE(
+      "the shards of a world are disjoint and together complete, for every world size up "
+      "to the record count and past it, shuffled or not, in every epoch") {
     for (const std::uint64_t records : {1ULL, 2ULL, 7ULL, 64ULL, 103ULL}) {
       for (std::size_t world = 1; world <= 9; ++world) {
-        for (const std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{},
-                                                         std::optional<std::uint64_t>{42}}) {
+        for (const std::optional<std::uint64_t> seed :
+             {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{42}}) {
           for (const std::uint64_t epoch : {0ULL, 1ULL, 5ULL}) {
             CAPTURE(records);
             CAPTURE(world);
@@ -77,12 +78,13 @@ TEST_SUITE("shard_cursor") {
     }
   }
 
-  TEST_CASE("balanced shards hold the same number of records on every rank: padded ones read "
-            "every record, the pass's first again; dropped ones read each record once at most") {
+  TEST_CASE(
+      "balanced shards hold the same number of records on every rank: padded ones read "
+      "every record, the pass's first again, and dropped ones read each record once at most") {
     for (const std::uint64_t records : {1ULL, 2ULL, 7ULL, 64ULL, 103ULL}) {
       for (std::size_t world = 1; world <= 9; ++world) {
-        for (const std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{},
-                                                         std::optional<std::uint64_t>{42}}) {
+        for (const std::optional<std::uint64_t> seed :
+             {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{42}}) {
           CAPTURE(records);
           CAPTURE(world);
           CAPTURE(seed.has_value());
@@ -149,8 +151,9 @@ TEST_SUITE("shard_cursor") {
     CHECK(cursor.ordinal_at(2) == 7);
   }
 
-  TEST_CASE("a shuffled pass is another permutation each epoch, the same for the same seed and "
-            "epoch, and rewind counts the epochs") {
+  TEST_CASE(
+      "a shuffled pass is another permutation each epoch, the same for the same seed and "
+      "epoch, and rewind counts the epochs") {
     crema::shard_cursor cursor(200);
     cursor.shuffle(7);
     const auto first = drain(cursor);
@@ -186,8 +189,9 @@ TEST_SUITE("shard_cursor") {
     CHECK(drain(resumed) == rest);
   }
 
-  TEST_CASE("seek moves to any position up to the end of the pass and refuses one past it, "
-            "naming the source, the position and the shard") {
+  TEST_CASE(
+      "seek moves to any position up to the end of the pass and refuses one past it, "
+      "naming the source, the position and the shard") {
     crema::shard_cursor cursor(10);
     cursor.shuffle(1);
     cursor.shard(1, 3);  // 3 records
@@ -228,8 +232,9 @@ TEST_SUITE("shard_cursor") {
     CHECK(cursor.seed() == 9);
   }
 
-  TEST_CASE("a rank past the last record holds an empty shard, and an empty data set has no "
-            "record") {
+  TEST_CASE(
+      "a rank past the last record holds an empty shard, and an empty data set has no "
+      "record") {
     crema::shard_cursor cursor(2);
     cursor.shard(4, 5);
     CHECK(cursor.size() == 0);
@@ -244,8 +249,9 @@ TEST_SUITE("shard_cursor") {
 TEST_SUITE("shard_cursor through each source") {
   // Each source over numbered records must visit exactly the cursor's indices for the same
   // records, shard, seed and epoch (the LMDB and image sources are checked in their own suites).
-  TEST_CASE("vector_source and indexed_source follow the cursor, shuffled or not, in every shard "
-            "and epoch, and report it") {
+  TEST_CASE(
+      "vector_source and indexed_source follow the cursor, shuffled or not, in every shard "
+      "and epoch, and report it") {
     const std::uint64_t records = 37;
     std::vector<std::uint64_t> values(records);
     std::iota(values.begin(), values.end(), std::uint64_t{0});

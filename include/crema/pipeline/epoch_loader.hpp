@@ -114,9 +114,9 @@ class epoch_loader {
   /// @return the batch slots: the most batches a caller can hold at once (`prefetch`, or the
   ///         pipeline's default for `threads`)
   [[nodiscard]] std::size_t slots() const noexcept {
-    return options_.prefetch != 0
-               ? options_.prefetch
-               : detail::default_prefetch({.producers = options_.threads, .threads = options_.threads});
+    return options_.prefetch != 0 ? options_.prefetch
+                                  : detail::default_prefetch({.producers = options_.threads,
+                                                              .threads = options_.threads});
   }
 
   /// @return the batch that comes next
