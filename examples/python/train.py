@@ -3,7 +3,7 @@
 make_shapes.py when the folder is missing), fed by crema.Loader or by torchvision's DataLoader:
 the same model, seed and augmentations either way, so the two can be compared.
 
-    train.py [--data DIR] [--loader crema|torchvision] [--epochs 4] [--batch 64] [--threads 2]
+    train.py [--data DIR] [--loader crema|torchvision] [--epochs 3] [--batch 64] [--threads 2]
 
 Prints the loss and the samples per second of each epoch, then the test accuracy; --json prints
 one JSON object instead.
@@ -79,7 +79,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=pathlib.Path)
     parser.add_argument("--loader", choices=("crema", "torchvision"), default="crema")
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
