@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""One measurement of benchmarks/python: a loader reads a folder of JPEGs through
+RandomResizedCrop(224) + flip + Normalize ("rrc") or Resize(256) + CenterCrop(224) + Normalize
+("eval") into batches of 32, as a training loop would, and prints one JSON object: samples per
+second over --epochs epochs after a first one (which starts the workers and warms the page
+cache), the loop thread's CPU time per batch, and, for crema, what a loop pays for a batch that
+is ready (the time from asking to holding the tensors, Python and handoff).
+
+    feed.py crema|torchvision ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32]
+
+"crema" is the package's Loader with N threads; "torchvision" is ImageFolder + DataLoader with
+N workers (0: the loop's own thread), one torch thread each, as its users run it.
+"""
+
+import argparse
+import json
+import time
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+def crema_loader(root, case, threads, batch):
+    import crema
+    crop = (crema.RandomResizedCrop(224) if case == "rrc"
+            else crema.ResizeCenterCrop(256, 224))
+    return crema.Loader(crema.ImageFolder(root),
+                        crema.ImageTransform(crop=crop, flip=case == "rrc", mean=MEAN, std=STD),
+                        batch, threads=threads, seed=1)
+
+
+def torchvision_loader(root, case, workers, batch):
+    import torch
+    from torchvision import datasets, transforms
+    torch.set_num_threads(1)
+    normalize = transforms.Normalize(MEAN, STD)
+    if case == "rrc":
+        steps = [transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip()]
+    else:
+        steps = [transforms.Resize(256), transforms.CenterCrop(224)]
+    dataset = datasets.ImageFolder(root, transforms.Compose(steps + [transforms.ToTensor(),
+                                                                     normalize]))
+    return torch.utils.data.DataLoader(dataset, batch, shuffle=True, num_workers=workers,
+                                       persistent_workers=workers > 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("loader", choices=("crema", "torchvision"))
+    parser.add_argument("root")
+    parser.add_argument("--case", choices=("rrc", "eval"), required=True)
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+    make = crema_loader if args.loader == "crema" else torchvision_loader
+    loader = make(args.root, args.case, args.threads, args.batch)
+    samples = batches = 0
+    seconds = cpu = 0.0
+    for epoch in range(args.epochs + 1):
+        start = time.perf_counter()
+        start_cpu = time.thread_time()
+        count = 0
+        for images, labels in loader:
+            count += len(labels)
+            if epoch > 0:
+                batches += 1
+        if epoch > 0:
+            seconds += time.perf_counter() - start
+            cpu += time.thread_time() - start_cpu
+            samples += count
+    result = {"loader": args.loader, "case": args.case, "threads": args.threads,
+              "samples_per_s": samples / seconds, "loop_cpu_us_per_batch": 1e6 * cpu / batches,
+              "batches": batches}
+    if args.loader == "crema":
+        result["python_us_per_batch"] = ready_batch_cost(args.root, args.case, args.batch)
+    print(json.dumps(result), flush=True)
+
+
+def ready_batch_cost(root, case, batch, slots=16, bursts=5):
+    """What a loop pays for a batch that is ready: the producers fill every slot while the loop
+    sleeps, then the loop takes the batches one after the other (each released before the
+    next), timed. The median of `bursts` bursts, in microseconds a batch."""
+    import crema
+    crop = (crema.RandomResizedCrop(224) if case == "rrc"
+            else crema.ResizeCenterCrop(256, 224))
+    loader = crema.Loader(crema.ImageFolder(root),
+                          crema.ImageTransform(crop=crop, flip=case == "rrc", mean=MEAN,
+                                               std=STD),
+                          batch, threads=2, seed=1, prefetch=slots)
+    costs = []
+    iterator = iter(loader)
+    next(iterator)  # starts the threads
+    for _ in range(bursts):
+        time.sleep(1.0 + slots * batch / 200)  # every slot filled, even on a slow machine
+        taken = 0
+        start = time.perf_counter()
+        for images, labels in iterator:
+            taken += 1
+            if taken == slots - 2:
+                break
+        costs.append((time.perf_counter() - start) / taken)
+        if taken < slots - 2:
+            iterator = iter(loader)
+    loader.close()
+    return 1e6 * sorted(costs)[len(costs) // 2]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""crema's Python loader beside crema-feed (the same pipeline in C++) and torchvision's
+DataLoader, on a folder of JPEGs cut from photographs (benchmarks/jpeg_input/make_dataset.py),
+through RandomResizedCrop(224) + flip + Normalize and Resize(256) + CenterCrop(224) + Normalize,
+batches of 32, on 1 and 2 threads (torchvision: 0, 1 and 2 workers), each in a process of its
+own, in interleaved rounds; prints each median with its ratios, the Python-side time per batch,
+and the peak memory (PSS of the process and its workers), with the machine; writes the JSON.
+FFCV and DALI are measured where they are installed (neither is on this project's registries).
+
+    run.py [--folder DIR] [--images 1000] [--rounds 3] [--python VENV_PYTHON] [--feed CREMA_FEED]
+           [--out benchmarks-python.json]
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+NORMALIZE = "0.485,0.456,0.406/0.229,0.224,0.225"
+
+
+def machine():
+    fields = {}
+    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return (f"{fields.get('Model name', '?')}, {os.cpu_count()} cores, "
+            f"L2 {fields.get('L2 cache', '?')}, L3 {fields.get('L3 cache', '?')}")
+
+
+def tree_memory_kib(pid):
+    """The PSS (shared pages counted once overall) and the RSS (each process's own count, as
+    `ps` and most monitors add them) of a process and its descendants, in KiB."""
+    pss = rss = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            with open(f"/proc/{current}/smaps_rollup") as rollup:
+                for line in rollup:
+                    if line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+                    elif line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+            with open(f"/proc/{current}/task/{current}/children") as children:
+                pending += [int(child) for child in children.read().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return pss, rss
+
+
+def measure(command):
+    """Runs `command`, sampling its memory; returns its last JSON line with the peak PSS and
+    RSS of its process tree (MiB)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    peak = [0, 0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            pss, rss = tree_memory_kib(process.pid)
+            peak[0] = max(peak[0], pss)
+            peak[1] = max(peak[1], rss)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    out, err = process.communicate()
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{err}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_pss_mib"] = peak[0] / 1024
+    result["peak_rss_mib"] = peak[1] / 1024
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=pathlib.Path)
+    parser.add_argument("--images", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--python", default=str(REPO / "build" / "venv" / "bin" / "python"))
+    parser.add_argument("--feed", default=None)
+    parser.add_argument("--out", default="benchmarks-python.json")
+    args = parser.parse_args()
+    feed_tool = args.feed
+    if feed_tool is None:
+        for build in ("release", "dev"):
+            candidate = REPO / "build" / build / "examples" / "crema-feed"
+            if candidate.is_file():
+                feed_tool = str(candidate)
+                break
+    if feed_tool is None:
+        raise SystemExit("no crema-feed: build the release preset, or pass --feed")
+    folder = args.folder
+    if folder is None:
+        folder = pathlib.Path(tempfile.mkdtemp(prefix="crema-python-bench-"))
+        subprocess.run(["/usr/bin/python3", str(REPO / "benchmarks" / "jpeg_input" /
+                                                "make_dataset.py"), str(folder), "--images",
+                        str(args.images)], check=True)
+    feed = str(HERE / "feed.py")
+    peers = []
+    for name, module in (("FFCV", "ffcv"), ("DALI", "nvidia.dali")):
+        found = subprocess.run([args.python, "-c", f"import {module}"], capture_output=True)
+        if found.returncode != 0:
+            peers.append(f"{name} is not installed here: not measured")
+    print(f"machine: {machine()}")
+    for line in peers:
+        print(line)
+
+    def crema_feed(case, threads):
+        geometry = (["--random-resized-crop", "224", "--mirror"] if case == "rrc"
+                    else ["--resize", "256", "--center-crop", "224"])
+        return [feed_tool, "--images", str(folder), "--batch", "32", *geometry, "--normalize",
+                NORMALIZE, "--producers", str(threads), "--threads", str(threads), "--epochs",
+                "3", "--json"]
+
+    configurations = []
+    for case in ("rrc", "eval"):
+        for threads in (1, 2):
+            configurations.append((case, "crema", threads,
+                                   [args.python, feed, "crema", str(folder), "--case", case,
+                                    "--threads", str(threads)]))
+            configurations.append((case, "crema-feed", threads, crema_feed(case, threads)))
+        for workers in (0, 1, 2):
+            configurations.append((case, "torchvision", workers,
+                                   ["/usr/bin/python3", feed, "torchvision", str(folder),
+                                    "--case", case, "--threads", str(workers)]))
+    results = {}
+    with open(args.out, "w") as out:
+        for round_number in range(args.rounds):
+            for case, loader, threads, command in configurations:
+                result = measure(command)
+                result.update({"case": case, "loader": loader, "threads": threads,
+                               "round": round_number, "machine": machine()})
+                out.write(json.dumps(result) + "\n")
+                results.setdefault((case, loader, threads), []).append(result)
+
+    def median(case, loader, threads, field="samples_per_s"):
+        return statistics.median(r[field] for r in results[(case, loader, threads)])
+
+    names = {"rrc": "RandomResizedCrop(224) + flip + Normalize",
+             "eval": "Resize(256) + CenterCrop(224) + Normalize"}
+    for case in ("rrc", "eval"):
+        best_workers = max((0, 1, 2), key=lambda w: median(case, "torchvision", w))
+        best = median(case, "torchvision", best_workers)
+        print(f"{names[case]}, batches of 32, {args.rounds} rounds (medians):")
+        for workers in (0, 1, 2):
+            print(f"  torchvision DataLoader, {workers} workers: "
+                  f"{median(case, 'torchvision', workers):7.0f} samples/s, peak PSS "
+                  f"{median(case, 'torchvision', workers, 'peak_pss_mib'):5.0f} MiB, RSS "
+                  f"{median(case, 'torchvision', workers, 'peak_rss_mib'):5.0f} MiB")
+        for threads in (1, 2):
+            python = median(case, "crema", threads)
+            native = median(case, "crema-feed", threads)
+            print(f"  crema.Loader, {threads} thread(s): {python:7.0f} samples/s = "
+                  f"{python / native:.2f} x crema-feed ({native:.0f}), "
+                  f"{python / best:.1f} x torchvision's best ({best_workers} workers); "
+                  f"{median(case, 'crema', threads, 'python_us_per_batch'):.1f} us a ready "
+                  f"batch; peak PSS {median(case, 'crema', threads, 'peak_pss_mib'):.0f} MiB, "
+                  f"RSS {median(case, 'crema', threads, 'peak_rss_mib'):.0f} MiB")
+        for kind in ("pss", "rss"):
+            memory = (median(case, "crema", 2, f"peak_{kind}_mib") /
+                      median(case, "torchvision", 2, f"peak_{kind}_mib"))
+            print(f"  memory ({kind.upper()}): crema.Loader on 2 threads / torchvision with 2 "
+                  f"workers = {memory:.2f}")
+    print(f"every run: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
