@@ -4,6 +4,7 @@ import gc
 import os
 import pathlib
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -304,12 +305,15 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_stops_a_loop_promptly_leaving_no_thread(photos):
+    # SIGINT's default action for the child, whatever this process was started with (a shell
+    # without job control starts background jobs with it ignored, and Python then leaves it so).
     child = subprocess.Popen([sys.executable, "-c", CHILD_LOOP, str(photos)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert child.stdout.readline().strip() == "ready"
         time.sleep(0.5)  # into the loop, waiting for batches
-        child.send_signal(2)
+        child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=20)
     finally:
         child.kill()
