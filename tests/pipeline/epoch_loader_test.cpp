@@ -5,6 +5,7 @@
 #include <crema/pipeline/host_batch.hpp>
 #include <crema/pipeline/vector_source.hpp>
 
+#include "common/gate.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <numeric>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace {
@@ -246,6 +248,34 @@ TEST_SUITE("epoch_loader") {
     left.start_epoch(1);
     for (std::size_t i = 5; i < 10; ++i) CHECK(see(left.next()) == reference[i]);
     CHECK_FALSE(left.next());
+  }
+
+  TEST_CASE("a transform that does not return is named by next() after hang_timeout") {
+    crema::test::watchdog guard(std::chrono::seconds(30), "epoch loader hang");
+    crema::test::gate release;
+    struct hanging_batcher : number_batcher {
+      crema::test::gate* release = nullptr;
+      void operator()(int record, batch_type& batch, const crema::sample_context& context) const {
+        if (record == 5) release->wait();
+        number_batcher::operator()(record, batch, context);
+      }
+    };
+    hanging_batcher batcher;
+    batcher.release = &release;
+    std::string message;
+    {
+      crema::epoch_loader<crema::vector_source<int>, hanging_batcher> loader(
+          [] { return crema::vector_source<int>(numbers(12)); }, batcher,
+          {.batch_size = 4, .threads = 1, .hang_timeout = std::chrono::milliseconds(200)});
+      REQUIRE(loader.next());  // records 0 to 3
+      try {
+        (void)loader.next();
+      } catch (const crema::pipeline_error& error) {
+        message = error.what();
+      }
+      release.open();  // the producer returns, and the loader can stop
+    }
+    CHECK(message.find("has been transforming record 5 (pass 0)") != std::string::npos);
   }
 
   TEST_CASE("batches kept past the loader stay valid, and a closed loader delivers nothing") {

@@ -145,10 +145,38 @@ class epoch_loader {
   ///         slot), crema::config_error from its options
   template <class Rep, class Period>
   [[nodiscard]] pull_result_type next_for(std::chrono::duration<Rep, Period> timeout) {
+    return take([&](auto consumer) { return consumer.pull_for(timeout); });
+  }
+  /// @brief The next batch of the epoch, waiting as long as it takes (a pipeline's blocking
+  /// `pull()`: a transform busy with one record past `hang_timeout` is an error naming it);
+  /// empty at the epoch's end or after `close()`.
+  [[nodiscard]] lease_type next() {
+    return take([](auto consumer) {
+             lease_type lease = consumer.pull();
+             const pull_status status = lease ? pull_status::ready : pull_status::stopped;
+             return pull_result_type{status, std::move(lease)};
+           })
+        .batch;
+  }
+
+  /// @brief Stops the producers and waits for them (leases stay valid); the next `next_for`
+  /// returns `stopped`. Idempotent.
+  void close() {
+    closed_ = true;
+    pipe_.reset();
+  }
+  /// @return the running pipeline's counters (all zero while it does not run)
+  [[nodiscard]] pipeline_stats stats() const { return pipe_ ? pipe_->stats() : pipeline_stats{}; }
+
+ private:
+  // The next batch through `pull(consumer)`, the producers started where they must be, and the
+  // batch checked to be the one due.
+  template <class Pull>
+  pull_result_type take(Pull&& pull) {
     if (closed_) return {pull_status::stopped, {}};
     if (next_.batch >= batches_) return {pull_status::end, {}};
     if (pipe_ == nullptr || heading_ != next_) start();
-    pull_result_type result = pipe_->consumer(0).pull_for(timeout);
+    pull_result_type result = pull(pipe_->consumer(0));
     if (result.status == pull_status::ready) {
       const std::uint64_t batch = result.batch.sequence() % batches_;
       if (result.batch.epoch() != next_.epoch || batch != next_.batch) {
@@ -163,28 +191,7 @@ class epoch_loader {
     }
     return result;
   }
-  /// @brief The next batch of the epoch, waiting as long as it takes; empty at the epoch's end or
-  /// after `close()`.
-  [[nodiscard]] lease_type next() {
-    for (;;) {
-      pull_result_type result = next_for(std::chrono::hours(1));
-      if (result.status != pull_status::timeout) return std::move(result.batch);
-    }
-  }
 
-  /// @brief Stops the producers and waits for them (leases stay valid); the next `next_for`
-  /// returns `stopped`. Idempotent.
-  void close() {
-    closed_ = true;
-    pipe_.reset();
-  }
-  /// @brief Stops the producers and waits for them; the next `next_for` starts them again.
-  void pause() { pipe_.reset(); }
-
-  /// @return the running pipeline's counters (all zero while it does not run)
-  [[nodiscard]] pipeline_stats stats() const { return pipe_ ? pipe_->stats() : pipeline_stats{}; }
-
- private:
   void start() {
     pipe_.reset();  // the old producers stop before the new ones read
     pipeline_options options{
