@@ -59,14 +59,17 @@ constexpr std::string_view usage = R"(usage:
       the same seed gives the same checksum for every P and T. --json prints one JSON object.
   crema-feed --images ROOT [--list FILE] --batch B
              (--random-resized-crop S | --resize S --center-crop C) [--mirror]
-             [--normalize m1,m2,m3/s1,s2,s3] [--exact] [--producers P] [--threads T]
+             [--normalize m1,m2,m3/s1,s2,s3] [--exact | --reduced-detail] [--producers P]
+             [--threads T]
              [--epochs E] [--seed S] [--dump FILE] [--json]
       Reads the JPEGs of ROOT (one folder per class, as torchvision's ImageFolder; or the
       `path label` lines of FILE under ROOT, as Caffe's ImageData) E times through decoding
       only the window each sample needs, RandomResizedCrop(S) or Resize(S) + CenterCrop(C), a
       random flip, and ToTensor + Normalize (mean / std per channel, 0 / 1 by default) into float
       batches of B x 3 x S x S, on P producers over T threads. --exact decodes at full size (no
-      DCT scaling): torchvision's values. Prints samples/s beside a loop that reads and fully
+      DCT scaling): torchvision's values. --reduced-detail decodes a window one DCT scale
+      smaller while that keeps 3/4 of the output's rows and columns (faster, less detail; its
+      difference from Pillow's values is in docs/datasets.md). Prints samples/s beside a loop that reads and fully
       decodes the same files with libjpeg-turbo on T threads, in the same run
       (decode_only_samples_per_s in --json). --dump writes every batch to FILE in order (the
       pipeline ordered): its samples as float32, then its labels as float32, batch after batch;
@@ -438,6 +441,10 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
     options.std = {values[3], values[4], values[5]};
   }
   options.decode.dct_scaling = !args.flag("exact");
+  if (args.flag("reduced-detail")) {
+    if (args.flag("exact")) throw usage_error("--exact and --reduced-detail: one of them");
+    options.decode.detail = crema::decode_detail::reduced;
+  }
   const std::size_t files = source.files();
   source.shuffle(args.count("seed", 0));
 
@@ -493,11 +500,12 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
         "{{\"images\": \"{}\", \"files\": {}, \"samples\": {}, \"seconds\": {:.6f}, "
         "\"samples_per_s\": {:.1f}, \"decode_only_samples_per_s\": {:.1f}, "
         "\"ratio_to_decode_only\": {:.4f}, \"starved_fraction\": {:.4f}, \"transform\": \"{}\", "
-        "\"mirror\": {}, \"exact\": {}, \"batch\": {}, \"shape\": [{}, {}, {}], "
-        "\"producers\": {}, \"threads\": {}, \"machine\": \"{}\"}}\n",
+        "\"mirror\": {}, \"exact\": {}, \"reduced_detail\": {}, \"batch\": {}, "
+        "\"shape\": [{}, {}, {}], \"producers\": {}, \"threads\": {}, \"machine\": \"{}\"}}\n",
         what, files, samples, seconds, per_s, baseline_per_s, per_s / baseline_per_s,
-        starved / seconds, geometry, options.mirror, args.flag("exact"), batch_size, out.channels,
-        out.height, out.width, producers, threads, crema::bench::machine_description());
+        starved / seconds, geometry, options.mirror, args.flag("exact"),
+        args.flag("reduced-detail"), batch_size, out.channels, out.height, out.width, producers,
+        threads, crema::bench::machine_description());
     return 0;
   }
   fmt::print("crema-feed: {} ({} images), {}{}, batches of {} x {} x {} x {}\n", what, files,
@@ -520,7 +528,7 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
 int main(int argc, char** argv) {
   return crema::tools::run_tool("crema-feed", usage, argc, argv, [&] {
     const crema::tools::arguments args(
-        argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact"},
+        argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact", "reduced-detail"},
         {"batch", "crop", "mean-file", "mean-values", "scale", "producers", "threads", "epochs",
          "seed", "images", "list", "random-resized-crop", "resize", "center-crop", "normalize",
          "dump"});

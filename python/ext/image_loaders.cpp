@@ -24,6 +24,7 @@ image_transform_options image_options(const image_spec& spec) {
   options.layout = spec.hwc ? pixel_layout::hwc : pixel_layout::chw;
   options.mean = spec.mean;
   options.std = spec.std;
+  if (spec.reduced_detail) options.decode.detail = decode_detail::reduced;
   return options;
 }
 

@@ -84,8 +84,9 @@ struct image_spec {
   std::array<float, 3> jitter{};  ///< brightness, contrast, saturation
   std::array<float, 3> mean{};
   std::array<float, 3> std{1.0F, 1.0F, 1.0F};
-  bool bytes = false;  ///< uint8 samples instead of float32
-  bool hwc = false;    ///< NHWC instead of NCHW
+  bool bytes = false;           ///< uint8 samples instead of float32
+  bool hwc = false;             ///< NHWC instead of NCHW
+  bool reduced_detail = false;  ///< `decode_detail::reduced`
 };
 
 /// What `crema.CaffeTransform` asks for.

@@ -310,7 +310,8 @@ NB_MODULE(_crema, module) {
       .def_rw("mean", &image_spec::mean)
       .def_rw("std", &image_spec::std)
       .def_rw("bytes", &image_spec::bytes)
-      .def_rw("hwc", &image_spec::hwc);
+      .def_rw("hwc", &image_spec::hwc)
+      .def_rw("reduced_detail", &image_spec::reduced_detail);
   nb::class_<caffe_spec>(module, "CaffeSpec")
       .def(nb::init<>())
       .def_rw("crop", &caffe_spec::crop)

@@ -180,6 +180,17 @@ def test_uint8_and_nhwc_outputs(photos):
     assert images.max() > 100
 
 
+def test_reduced_detail_changes_samples_and_keeps_them_deterministic(photos):
+    exact = epoch_bytes(numpy_loader(photos, transform=small_transform(crop=crema.ResizeCenterCrop(
+        64, 40))))
+    reduced = [epoch_bytes(numpy_loader(photos, threads=threads, transform=small_transform(
+        crop=crema.ResizeCenterCrop(64, 40), detail="reduced"))) for threads in (1, 3)]
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(*reduced))
+    assert not all(np.array_equal(a[0], b[0]) for a, b in zip(exact, reduced[0]))
+    with pytest.raises(ValueError, match="detail must be one of"):
+        crema.ImageTransform(detail="low")
+
+
 def test_dlpack_output_is_read_by_numpy_and_torch(photos):
     with numpy_loader(photos, output="dlpack") as loader:
         images, labels = next(iter(loader))

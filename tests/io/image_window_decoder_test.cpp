@@ -425,6 +425,36 @@ TEST_SUITE("image_window_decoder") {
     CHECK(crema::shrink_factor(7, 1) == 8);
   }
 
+  TEST_CASE("reduced detail decodes one scale smaller while 3/4 of the size asked for stays") {
+    using crema::decode_detail;
+    const auto factor = [](std::size_t window, std::size_t least, decode_detail detail) {
+      return crema::shrink_factor(crema::decode_plan{{0, 0, window, window}, least, least}, detail);
+    };
+    // 1.5 to 2 times the output: full size exactly, 1/2 reduced (a half keeps 3/4 or more).
+    CHECK(factor(400, 224, decode_detail::exact) == 1);
+    CHECK(factor(400, 224, decode_detail::reduced) == 2);
+    CHECK(factor(336, 224, decode_detail::reduced) == 2);  // 168 rows: 3/4 of 224 exactly
+    CHECK(factor(334, 224, decode_detail::reduced) == 1);  // 167: short of 3/4
+    CHECK(factor(300, 224, decode_detail::reduced) == 1);
+    // Past twice the output: one scale further than the exact factor, never two.
+    CHECK(factor(700, 224, decode_detail::exact) == 2);
+    CHECK(factor(700, 224, decode_detail::reduced) == 4);
+    CHECK(factor(448, 224, decode_detail::reduced) == 2);
+    CHECK(factor(2048, 224, decode_detail::exact) == 8);
+    CHECK(factor(2048, 224, decode_detail::reduced) == 8);
+    // No least size: full size either way (the plan asks for every pixel).
+    CHECK(factor(400, 0, decode_detail::reduced) == 1);
+    // The decoder takes the factor the option says: 256 rows for 160, 128 at 1/2.
+    const auto bytes = read_test_file("astronaut.jpg");
+    crema::image_window_decoder reduced({.detail = decode_detail::reduced});
+    crema::decoded_window seen;
+    (void)decode_window(reduced, bytes, {{0, 0, 256, 256}, 160, 160}, &seen);
+    CHECK(seen.scale == 2);
+    crema::image_window_decoder exact;
+    (void)decode_window(exact, bytes, {{0, 0, 256, 256}, 160, 160}, &seen);
+    CHECK(seen.scale == 1);
+  }
+
   TEST_CASE("a truncated JPEG is an error naming the key, unless warnings are accepted") {
     auto bytes = read_test_file("coffee.jpg");
     bytes.resize(bytes.size() / 2);

@@ -80,10 +80,13 @@ class ImageTransform:
         mean, std: per channel (RGB), applied to values in [0, 1]; float32 outputs only.
         dtype: "float32" or "uint8".
         layout: "NCHW" or "NHWC".
+        detail: "exact" (the default: windows keep the output's resolution) or "reduced": a
+            window is decoded one JPEG scale smaller while that keeps 3/4 of the output's rows
+            and columns, faster and less sharp (docs/datasets.md states how far from Pillow).
     """
 
     def __init__(self, crop=None, flip=False, jitter=None, mean=(0.0, 0.0, 0.0),
-                 std=(1.0, 1.0, 1.0), dtype="float32", layout="NCHW"):
+                 std=(1.0, 1.0, 1.0), dtype="float32", layout="NCHW", detail="exact"):
         owner = "crema.ImageTransform"
         if crop is None:
             crop = RandomResizedCrop(224)
@@ -102,6 +105,7 @@ class ImageTransform:
             raise ValueError(f"{owner}: std must not be 0, got {self.std}")
         self.dtype = check_choice(owner, "dtype", dtype, ("float32", "uint8"))
         self.layout = check_choice(owner, "layout", layout, ("NCHW", "NHWC"))
+        self.detail = check_choice(owner, "detail", detail, ("exact", "reduced"))
         if self.dtype == "uint8" and (self.mean != (0.0, 0.0, 0.0) or
                                       self.std != (1.0, 1.0, 1.0)):
             raise ValueError(f"{owner}: mean and std apply to float32 outputs; uint8 outputs "
@@ -116,12 +120,13 @@ class ImageTransform:
         spec.std = list(self.std)
         spec.bytes = self.dtype == "uint8"
         spec.hwc = self.layout == "NHWC"
+        spec.reduced_detail = self.detail == "reduced"
         return spec
 
     def __repr__(self):
         return (f"crema.ImageTransform(crop={self.crop!r}, flip={self.flip}, "
                 f"jitter={self.jitter}, mean={self.mean}, std={self.std}, "
-                f"dtype={self.dtype!r}, layout={self.layout!r})")
+                f"dtype={self.dtype!r}, layout={self.layout!r}, detail={self.detail!r})")
 
 
 class CaffeTransform:

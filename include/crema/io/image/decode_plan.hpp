@@ -55,9 +55,7 @@ struct pixel_rows {
   std::size_t count = 0;               ///< rows
 
   /// @return row `i` of the band (0 for the first)
-  [[nodiscard]] const std::uint8_t* row(std::size_t i) const noexcept {
-    return data + i * stride;
-  }
+  [[nodiscard]] const std::uint8_t* row(std::size_t i) const noexcept { return data + i * stride; }
 };
 
 /// @return the largest of 1, 2, 4, 8 that shrinks `size` pixels to no fewer than `least`
@@ -70,11 +68,28 @@ struct pixel_rows {
   return least == 0 ? 1 : factor;
 }
 
+/// @brief How much of the output's detail a window decoded smaller may give up.
+enum class decode_detail {
+  /// The window keeps at least the output's rows and columns: resampled down, as Pillow
+  /// resamples (the default; within 1 of Pillow when decoded at full size).
+  exact,
+  /// The window may be decoded one scale smaller while that keeps at least 3/4 of the output's
+  /// rows and columns, and is resampled up from there: a window 1.5 to 2 times the output is
+  /// decoded at 1/2 rather than at full size, for less detail (docs/datasets.md states the
+  /// difference from Pillow) and less decoding.
+  reduced,
+};
+
 /// @return the factor (1, 2, 4 or 8) a JPEG decoder that scales the DCT decodes `plan`'s window
-///         smaller by: the largest that keeps both of the plan's minimum sizes
-[[nodiscard]] constexpr std::size_t shrink_factor(const decode_plan& plan) noexcept {
-  const std::size_t across = shrink_factor(plan.window.width, plan.min_width);
-  const std::size_t down = shrink_factor(plan.window.height, plan.min_height);
+///         smaller by: the largest that keeps both of the plan's minimum sizes, or with
+///         `decode_detail::reduced` 3/4 of them (rounded up)
+[[nodiscard]] constexpr std::size_t shrink_factor(
+    const decode_plan& plan, decode_detail detail = decode_detail::exact) noexcept {
+  const auto least = [detail](std::size_t size) {
+    return detail == decode_detail::reduced && size > 0 ? (3 * size + 3) / 4 : size;
+  };
+  const std::size_t across = shrink_factor(plan.window.width, least(plan.min_width));
+  const std::size_t down = shrink_factor(plan.window.height, least(plan.min_height));
   return across < down ? across : down;
 }
 

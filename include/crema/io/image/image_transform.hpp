@@ -450,7 +450,8 @@ class image_transform {
       const auto [top, rows] = reach(box.top, box.height, scale_y, f, height);
       const auto [left, columns] = reach(box.left, box.width, scale_x, f, width);
       chosen = {{top, left, rows, columns}, box, eval.crop_height, eval.crop_width};
-      if (factor == 8 || !options_.decode.dct_scaling || shrink_factor(plan_of(chosen)) <= factor) {
+      if (factor == 8 || !options_.decode.dct_scaling ||
+          shrink_factor(plan_of(chosen), options_.decode.detail) <= factor) {
         return chosen;
       }
     }

@@ -37,6 +37,9 @@ struct window_decode_options {
   bool accept_warnings = false;
   /// Decode JPEG windows smaller (1/2, 1/4, 1/8) where the plan's minimum size allows.
   bool dct_scaling = true;
+  /// With `dct_scaling`: whether a window keeps the plan's minimum size (`exact`), or 3/4 of it
+  /// (`reduced`: faster, less detail; see `decode_detail`).
+  decode_detail detail = decode_detail::exact;
   /// Rows handed over at a time (at least libjpeg's own minimum).
   std::size_t band_rows = 16;
 };
@@ -222,7 +225,7 @@ class image_window_decoder {
     } else {
       info.out_color_space = options_.order == channel_order::bgr ? JCS_EXT_BGR : JCS_EXT_RGB;
     }
-    const std::size_t scale = options_.dct_scaling ? shrink_factor(plan) : 1;
+    const std::size_t scale = options_.dct_scaling ? shrink_factor(plan, options_.detail) : 1;
     info.scale_num = 1;
     info.scale_denom = static_cast<unsigned>(scale);
     if (!detail::libjpeg_start(info, state.errors)) jpeg_failed(state, key, "start");
