@@ -6,7 +6,7 @@ second over --epochs epochs after a first one (which starts the workers and warm
 cache), the loop thread's CPU time per batch, and, for crema, what a loop pays for a batch that
 is ready (the time from asking to holding the tensors, Python and handoff).
 
-    feed.py crema|torchvision ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32]
+    feed.py crema|torchvision ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32] [--ready]
 
 "crema" is the package's Loader with N threads; "torchvision" is ImageFolder + DataLoader with
 N workers (0: the loop's own thread), one torch thread each, as its users run it.
@@ -52,7 +52,15 @@ def main():
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--ready", action="store_true",
+                        help="crema only: measure what a ready batch costs the loop, alone "
+                             "(its 16 slots would weigh on the memory of a throughput run)")
     args = parser.parse_args()
+    if args.ready:
+        print(json.dumps({"loader": "crema", "case": args.case,
+                          "python_us_per_batch": ready_batch_cost(args.root, args.case,
+                                                                  args.batch)}), flush=True)
+        return
     make = crema_loader if args.loader == "crema" else torchvision_loader
     loader = make(args.root, args.case, args.threads, args.batch)
     samples = batches = 0
@@ -72,8 +80,6 @@ def main():
     result = {"loader": args.loader, "case": args.case, "threads": args.threads,
               "samples_per_s": samples / seconds, "loop_cpu_us_per_batch": 1e6 * cpu / batches,
               "batches": batches}
-    if args.loader == "crema":
-        result["python_us_per_batch"] = ready_batch_cost(args.root, args.case, args.batch)
     print(json.dumps(result), flush=True)
 
 
