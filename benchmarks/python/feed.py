@@ -83,7 +83,7 @@ def main():
     print(json.dumps(result), flush=True)
 
 
-def ready_batch_cost(root, case, batch, slots=16, bursts=5):
+def ready_batch_cost(root, case, batch, slots=16, bursts=3):
     """What a loop pays for a batch that is ready: the producers fill every slot while the loop
     sleeps, then the loop takes the batches one after the other (each released before the
     next), timed. The median of `bursts` bursts, in microseconds a batch."""
