@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace crema::python {
 
@@ -41,17 +43,21 @@ std::function<Source()> prepared(Source prototype, const source_spec& spec) {
 
 template <class Source, class T>
 std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const image_spec& transform,
-                                          const loader_spec& loader) {
+                                          const loader_spec& loader,
+                                          std::vector<std::string> classes) {
   image_batcher batcher(image_transform(image_options(transform)), python_batch<T>{});
   return std::make_unique<loader_model<Source, decltype(batcher)>>(
-      std::move(make), std::move(batcher), loader.options);
+      std::move(make), std::move(batcher), loader.options, std::move(classes));
 }
 
 template <class Source>
 std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const image_spec& transform,
-                                          const loader_spec& loader) {
-  return transform.bytes ? image_loader<Source, std::uint8_t>(std::move(make), transform, loader)
-                         : image_loader<Source, float>(std::move(make), transform, loader);
+                                          const loader_spec& loader,
+                                          std::vector<std::string> classes = {}) {
+  return transform.bytes ? image_loader<Source, std::uint8_t>(std::move(make), transform, loader,
+                                                              std::move(classes))
+                         : image_loader<Source, float>(std::move(make), transform, loader,
+                                                       std::move(classes));
 }
 
 }  // namespace
@@ -62,7 +68,8 @@ std::unique_ptr<loader_core> make_image_file_loader(const source_spec& source,
   if (source.kind == "folder") {
     image_folder_source files(source.path, image_folder_options{source.extensions});
     if (source.shuffle) files.shuffle(loader.options.seed);
-    return image_loader(prepared(std::move(files), source), transform, loader);
+    std::vector<std::string> classes = files.classes();
+    return image_loader(prepared(std::move(files), source), transform, loader, std::move(classes));
   }
   image_list_source files(source.path, source.root);
   if (source.shuffle) files.shuffle(loader.options.seed);

@@ -46,6 +46,8 @@ class loader_core {
   [[nodiscard]] virtual std::uint64_t records_per_epoch() const = 0;
   [[nodiscard]] virtual std::size_t slots() const = 0;
   [[nodiscard]] virtual std::string key() const = 0;
+  /// The class names by label where the source has them (a folder's), else none.
+  [[nodiscard]] virtual std::vector<std::string> classes() const = 0;
   [[nodiscard]] virtual loader_position position() const = 0;
   virtual void seek(loader_position position) = 0;
   [[nodiscard]] virtual bool running() const = 0;
@@ -123,13 +125,16 @@ template <class Source, class Transform>
 class loader_model final : public loader_core {
  public:
   loader_model(std::function<Source()> make_source, Transform transform,
-               const epoch_loader_options& options)
-      : shape_(transform.shape()), loader_(std::move(make_source), std::move(transform), options) {}
+               const epoch_loader_options& options, std::vector<std::string> classes = {})
+      : shape_(transform.shape()),
+        classes_(std::move(classes)),
+        loader_(std::move(make_source), std::move(transform), options) {}
 
   std::uint64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
   std::uint64_t records_per_epoch() const override { return loader_.records_per_epoch(); }
   std::size_t slots() const override { return loader_.slots(); }
   std::string key() const override { return loader_.key(); }
+  std::vector<std::string> classes() const override { return classes_; }
   loader_position position() const override { return loader_.position(); }
   void seek(loader_position position) override { loader_.seek(position); }
   bool running() const override { return loader_.running(); }
@@ -147,6 +152,7 @@ class loader_model final : public loader_core {
 
  private:
   record_shape shape_;
+  std::vector<std::string> classes_;
   epoch_loader<Source, Transform> loader_;
 };
 

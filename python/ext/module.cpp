@@ -136,6 +136,7 @@ class python_loader {
   std::size_t slots() const { return live().slots(); }
   std::size_t held() const { return held_->load(std::memory_order_relaxed); }
   std::string key() const { return live().key(); }
+  std::vector<std::string> classes() const { return live().classes(); }
   bool running() const { return core_ != nullptr && core_->running(); }
   std::pair<std::uint64_t, std::uint64_t> position() const {
     const loader_position at = live().position();
@@ -342,6 +343,11 @@ NB_MODULE(_crema, module) {
           "stall_timeout_ms", [](const loader_spec& s) { return s.options.stall_timeout.count(); },
           [](loader_spec& s, std::int64_t value) {
             s.options.stall_timeout = std::chrono::milliseconds(value);
+          })
+      .def_prop_rw(
+          "hang_timeout_ms", [](const loader_spec& s) { return s.options.hang_timeout.count(); },
+          [](loader_spec& s, std::int64_t value) {
+            s.options.hang_timeout = std::chrono::milliseconds(value);
           });
 
   nb::class_<python_loader>(module, "Loader")
@@ -375,6 +381,7 @@ NB_MODULE(_crema, module) {
       .def_prop_ro("slots", &python_loader::slots)
       .def_prop_ro("held", &python_loader::held)
       .def_prop_ro("key", &python_loader::key)
+      .def_prop_ro("classes", &python_loader::classes)
       .def_prop_ro("running", &python_loader::running)
       .def("position", &python_loader::position)
       .def("seek", &python_loader::seek)

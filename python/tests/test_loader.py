@@ -401,6 +401,46 @@ def test_a_corrupt_image_is_an_error_naming_the_file_with_crema_s_whole_chain(co
     assert "class_1/img_3.jpg" in str(raised.value.__cause__)
 
 
+def test_a_read_that_never_returns_is_an_error_naming_its_record_after_hang_timeout(
+        photos, tmp_path):
+    """A FIFO in the folder: opening it blocks until a writer comes. The loop polls in short
+    waits, yet learns of the hang as a blocking wait does."""
+    root = tmp_path / "hangs"
+    (root / "class_0").mkdir(parents=True)
+    for i, path in enumerate(sorted((photos / "class_0").glob("*.jpg"))[:3]):
+        (root / "class_0" / f"img_{i}.jpg").write_bytes(path.read_bytes())
+    fifo = root / "class_0" / "img_9.jpg"
+    os.mkfifo(fifo)
+    loader = crema.Loader(crema.ImageFolder(root), small_transform(), 2, threads=1,
+                          shuffle=False, output="numpy", hang_timeout=0.5)
+    asked = time.perf_counter()
+    try:
+        with pytest.raises(crema.PipelineError) as raised:
+            for _ in loader:
+                pass
+        waited = time.perf_counter() - asked
+    finally:
+        # The reader is blocked in open(): a writer lets it go, so that close() can join it.
+        threading.Thread(target=lambda: open(fifo, "wb").close(), daemon=True).start()
+        loader.close()
+    message = str(raised.value)
+    # The image sources hand on paths; the transform reads the file.
+    assert "has been transforming record 3 (pass 0) of image_folder:" in message
+    assert "(hang_timeout 500 ms)" in message
+    assert waited >= 0.5
+
+
+def test_a_folder_loader_names_its_classes_as_torchvision_does(photos, tmp_path):
+    with crema.Loader(crema.ImageFolder(photos), small_transform(), 4, output="numpy") as loader:
+        assert loader.classes == ["class_0", "class_1", "class_2"]
+        assert loader.class_to_idx == {"class_0": 0, "class_1": 1, "class_2": 2}
+    listing = tmp_path / "list.txt"
+    listing.write_text("class_0/img_0.jpg 4\n")
+    with crema.Loader(crema.ImageList(listing, photos), small_transform(), 1,
+                      output="numpy") as loader:
+        assert loader.classes is None and loader.class_to_idx is None
+
+
 @pytest.mark.parametrize("arguments, error, match", [
     (dict(batch_size=0), ValueError, "batch_size must be at least 1"),
     (dict(batch_size=2.5), TypeError, "batch_size must be an int"),
@@ -413,6 +453,7 @@ def test_a_corrupt_image_is_an_error_naming_the_file_with_crema_s_whole_chain(co
     (dict(shuffle=1), TypeError, "shuffle must be True or False"),
     (dict(prefetch=-1), ValueError, "prefetch must be at least 0"),
     (dict(copy=True, output="dlpack"), ValueError, "copy=True"),
+    (dict(hang_timeout=0), ValueError, "hang_timeout must be positive"),
 ])
 def test_bad_loader_arguments_are_errors_naming_the_argument(photos, arguments, error, match):
     options = dict(batch_size=4, output="numpy")

@@ -407,6 +407,39 @@ TEST_SUITE("pipeline faults: consumers held back") {
     CHECK(message.find("(hang_timeout 200 ms)") != std::string::npos);
   }
 
+  TEST_CASE(
+      "a consumer polling with pull_for waits shorter than hang_timeout still learns of a hung "
+      "transform, named as pull() names it") {
+    watchdog guard(30s, "hung transform, polled");
+    crema::test::gate release;
+    const auto hangs_at_six = [&release](int record) {
+      if (record == 6) release.wait();
+      return record;
+    };
+    std::string message;
+    std::size_t timeouts = 0;
+    {
+      crema::double_buffered_pipeline pipe{
+          numbers(100), hangs_at_six, {.batch_size = 4, .prefetch = 2, .hang_timeout = 200ms}};
+      auto consumer = pipe.consumer(0);
+      const auto asked = std::chrono::steady_clock::now();
+      try {
+        for (;;) {
+          auto result = consumer.pull_for(20ms);
+          if (result.status == crema::pull_status::timeout) ++timeouts;
+          if (result.status == crema::pull_status::end) break;
+        }
+      } catch (const crema::pipeline_error& e) {
+        message = e.what();
+      }
+      CHECK(std::chrono::steady_clock::now() - asked >= 200ms);
+      release.open();
+    }
+    CHECK(timeouts >= 5);  // the hang spans many polls, none of them long enough alone
+    CHECK(message.find("pipeline: producer 0 has been transforming record 6 (pass 0) of ") == 0);
+    CHECK(message.find("(hang_timeout 200 ms)") != std::string::npos);
+  }
+
   TEST_CASE("a source that does not return is named as reading its record") {
     watchdog guard(30s, "hung source");
     crema::test::gate release;

@@ -46,7 +46,8 @@ namespace crema {
 /// its leases) holds the others back once its slots are full: `pull()` then throws a
 /// `pipeline_error` naming it after `stall_timeout`, `pull_for` / `pull_until` return
 /// `pull_status::timeout`, and `stats().held_back_by` names it. A source or transform busy with one
-/// record for `hang_timeout` is named by a waiting `pull()` the same way (producer and record).
+/// record for `hang_timeout` is named by a waiting `pull()`, `pull_for` or `pull_until` the same
+/// way (producer and record), however short each wait.
 ///
 /// Consumers pull on their own threads: `for (auto batch : pipe.consumer(i)) use(*batch);`; the
 /// lease returns the slot when it dies. In `single_pass` mode each consumer's range ends once
@@ -120,8 +121,8 @@ class double_buffered_pipeline {
     }
     /// @brief The next batch, waiting for it until `deadline` at most.
     /// @return the status (`ready`, `end`, `stopped` or `timeout`) and the batch if one came
-    /// @throws crema::pipeline_error if a source or transform failed, or if this consumer holds
-    ///         every one of its slots
+    /// @throws crema::pipeline_error if a source or transform failed or has been busy with one
+    ///         record for `hang_timeout`, or if this consumer holds every one of its slots
     template <class Duration>
     [[nodiscard]] pull_result_type pull_until(std::chrono::time_point<clock, Duration> deadline) {
       return with_result([&](engine& owner) {

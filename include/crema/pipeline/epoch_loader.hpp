@@ -141,8 +141,9 @@ class epoch_loader {
   /// producers (at `position()`) if they do not run or are heading elsewhere.
   /// @return `ready` and the batch; `end` once the epoch's batches were all delivered (until
   ///         `start_epoch`); `timeout`; `stopped` after `close()`
-  /// @throws crema::pipeline_error from the pipeline (a failed record, a consumer holding every
-  ///         slot), crema::config_error from its options
+  /// @throws crema::pipeline_error from the pipeline (a failed record, a transform busy with one
+  ///         record past `hang_timeout`, a consumer holding every slot), crema::config_error
+  ///         from its options
   template <class Rep, class Period>
   [[nodiscard]] pull_result_type next_for(std::chrono::duration<Rep, Period> timeout) {
     return take([&](auto consumer) { return consumer.pull_for(timeout); });

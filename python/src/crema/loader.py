@@ -83,11 +83,13 @@ class Loader:
         output: "torch" (tensors), "numpy" (arrays) or "dlpack" (objects with ``__dlpack__``).
         copy: hand out copies (for loops that keep batches); the slot is reused at once.
         stall_timeout: seconds a wait may last before the error that names what holds it up.
+        hang_timeout: seconds crema's source or transform may spend on one record before the
+            loop gets an error naming the record (a read that never returns, say).
     """
 
     def __init__(self, source, transform, batch_size, *, threads=None, seed=0, shuffle=True,
                  last_batch="keep", shard="auto", prefetch=0, output="torch", copy=False,
-                 stall_timeout=60.0):
+                 stall_timeout=60.0, hang_timeout=60.0):
         owner = "crema.Loader"
         if not isinstance(source, (ImageFolder, ImageList, CaffeLMDB)):
             raise TypeError(f"{owner}: source must be a crema.ImageFolder, crema.ImageList or "
@@ -112,6 +114,7 @@ class Loader:
         self._output = check_choice(owner, "output", output, tuple(_OUTPUT))
         self._copy = check_bool(owner, "copy", copy)
         stall = check_real(owner, "stall_timeout", stall_timeout, positive=True)
+        hang = check_real(owner, "hang_timeout", hang_timeout, positive=True)
         if self._copy and self._output == "dlpack":
             raise ValueError(f"{owner}: copy=True makes torch or numpy copies; with "
                              "output='dlpack', copy in the framework that imports the batch")
@@ -136,6 +139,7 @@ class Loader:
         options.seed = self._seed
         options.last_batch = _LAST_BATCH[self._last_batch]
         options.stall_timeout_ms = max(1, int(stall * 1000))
+        options.hang_timeout_ms = max(1, int(hang * 1000))
         if isinstance(transform, CaffeTransform):
             self._impl = _crema.Loader.caffe(spec, transform._spec(), options)
         else:
@@ -164,6 +168,18 @@ class Loader:
     def __len__(self):
         """The batches of one epoch (of this rank's shard)."""
         return len(self._impl)
+
+    @property
+    def classes(self):
+        """The class names by label, as torchvision's ``ImageFolder.classes``: the sorted names
+        of an ``ImageFolder``'s folders; ``None`` for sources whose labels are only numbers."""
+        return list(self._impl.classes) or None
+
+    @property
+    def class_to_idx(self):
+        """``{name: label}`` for an ``ImageFolder``, as torchvision's; ``None`` otherwise."""
+        classes = self.classes
+        return None if classes is None else {name: label for label, name in enumerate(classes)}
 
     def __iter__(self):
         self._check_process()

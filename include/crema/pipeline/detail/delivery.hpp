@@ -161,7 +161,9 @@ class delivery {
     } finishing{counters_, target, asked};
     const bool checks_stalls = kind == wait_kind::stall_checked &&
                                options_.stall_timeout != std::chrono::milliseconds::max();
-    const bool checks_hangs = kind == wait_kind::stall_checked && hangs_.watches();
+    // A hang is a producer's state, not the wait's: every wait that may sleep looks for one, so
+    // that a consumer polling with short timeouts learns of it as a blocking one does.
+    const bool checks_hangs = kind != wait_kind::none && hangs_.watches();
     clock::time_point next_stall_check =
         checks_stalls ? deadline_after(options_.stall_timeout) : clock::time_point::max();
     for (;;) {
