@@ -1,8 +1,8 @@
 // Caffe's data layer in crema: an LMDB of Datums (made here, as convert_imageset would) read by
 // a pipeline that decodes, crops, mirrors, subtracts the mean, scales and batches on its
 // producers, while the consumer takes ready batches.
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>

@@ -9,7 +9,7 @@
 // --check exits 1 unless top-k at 1% ends within 2 points of the uncompressed accuracy, on at
 // most 5% of its bytes.
 #include <crema/collective/ps/mpi/parameter_server.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 

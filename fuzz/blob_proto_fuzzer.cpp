@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes given to decode_blob_proto either decode to a blob whose values
 // match its shape, or are a crema::format_error. Anything else is a finding.
 
-#include <crema/io/blob_proto.hpp>
+#include <crema/io/caffe/blob_proto.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // they hold can be read, or are a crema::format_error. Anything else (a crash, a sanitizer
 // report, another exception) is a finding.
 
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/datum.hpp>
 
 #include <cstddef>
 #include <cstdint>

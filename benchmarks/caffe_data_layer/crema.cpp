@@ -3,7 +3,7 @@
 // batches, and into batches of bytes (crema-bytes/: the crop and mirror alone, as a GPU feed of
 // bytes makes them). And the pipeline reading alone (each record's value copied into its slot,
 // no other work).
-#include <crema/io/caffe_batcher.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>

@@ -5,8 +5,8 @@
 // own, every store through the caches, no pipeline. Shared by crema-bench-caffe_data_layer and
 // the GPU data-layer benchmark (the same host's loop in the same run).
 
-#include <crema/io/caffe_transform.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/caffe_transform.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 

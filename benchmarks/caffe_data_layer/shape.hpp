@@ -8,8 +8,8 @@
 // CREMA_BENCH_SMALL_RECORDS and CREMA_BENCH_LARGE_RECORDS change the counts (the smoke test
 // makes them tiny).
 
-#include <crema/io/caffe_transform.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/caffe_transform.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 #include <crema/pipeline/sample_context.hpp>
 

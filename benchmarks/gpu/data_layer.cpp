@@ -17,8 +17,8 @@
 // upload GB/s, the host's CPU a sample, and who waited (the consumer for batches, the producers for
 // slots); the data layer is bound by the CPU's work where the ratio is above 1.
 #include <crema/core/cuda/device.hpp>
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/caffe_normalization.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/caffe/caffe_normalization.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/pipeline/batch_uploader.hpp>

@@ -1,7 +1,7 @@
 #include "gpu/kernels.hpp"
 
 #include <crema/core/cuda/cuda_try.hpp>
-#include <crema/io/cuda/caffe_normalize.cuh>
+#include <crema/io/caffe/cuda/caffe_normalize.cuh>
 
 namespace crema::bench::gpu {
 namespace {

@@ -5,7 +5,7 @@
 // as Caffe Datums into an LMDB with crema's writer, as convert_imageset would. The same seed
 // writes the same bytes on any machine.
 
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
 
 #include <fmt/core.h>

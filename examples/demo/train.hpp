@@ -18,8 +18,8 @@
 #include "shapes.hpp"
 
 #include <crema/crema.hpp>
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/caffe_transform.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/caffe/caffe_transform.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/pipeline/host_batch.hpp>
 

@@ -6,8 +6,8 @@
 #include "cli.hpp"
 #include "common/machine.hpp"
 
-#include <crema/io/blob_proto.hpp>
-#include <crema/io/caffe_batcher.hpp>
+#include <crema/io/caffe/blob_proto.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_folder_source.hpp>

@@ -3,8 +3,8 @@
 
 #include "cli.hpp"
 
-#include <crema/io/blob_proto.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/blob_proto.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>

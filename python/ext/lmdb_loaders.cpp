@@ -2,9 +2,9 @@
 // Datum through Caffe's own transform.
 #include "loader_core.hpp"
 
-#include <crema/io/blob_proto.hpp>
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/blob_proto.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>

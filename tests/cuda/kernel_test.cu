@@ -1,9 +1,9 @@
 // Compiled and linked by nvcc in the cuda-compile preset: crema's headers under nvcc, a kernel
 // over a device_span's pointer and size, and the whole CUDA buffer flow. Runs only on a GPU.
 #include <crema/crema.hpp>
-#include <crema/io/caffe_normalization.hpp>
-#include <crema/io/caffe_transform.hpp>
-#include <crema/io/cuda/caffe_normalize.cuh>
+#include <crema/io/caffe/caffe_normalization.hpp>
+#include <crema/io/caffe/caffe_transform.hpp>
+#include <crema/io/caffe/cuda/caffe_normalize.cuh>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/cuda/fill.cuh>
 #include <crema/memory/cuda/synced_buffer.hpp>

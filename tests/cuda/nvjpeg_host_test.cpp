@@ -6,7 +6,7 @@
 // steady state allocates nothing and makes no stream or event, every nvJPEG object made is
 // destroyed, and consumers on two devices get batches decoded on their own.
 
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>

@@ -8,7 +8,7 @@
 // cudaMemcpy once decoded, and each sample judged against the CPU path's sample of its image.
 
 #include <crema/core/cuda/cuda_try.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batcher.hpp>

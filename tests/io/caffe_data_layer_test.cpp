@@ -3,9 +3,9 @@
 // values on the (emulated) device are the transform of each record, and the same seed gives the
 // same bytes whatever the producer and thread counts.
 
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/caffe_normalization.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/caffe/caffe_normalization.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>

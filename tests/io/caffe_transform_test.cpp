@@ -2,7 +2,7 @@
 // (top_index, data_index), bit for bit, for every combination of crop, mirror, phase, mean and
 // scale, from 8-bit and float values, planar and interleaved; and its errors.
 
-#include <crema/io/caffe_transform.hpp>
+#include <crema/io/caffe/caffe_transform.hpp>
 
 #include <doctest/doctest.h>
 

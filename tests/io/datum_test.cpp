@@ -2,11 +2,12 @@
 // out here byte by byte, from the wire format, not from crema's encoder) decode to their fields;
 // crema's encoder round-trips; malformed records are format errors that name the key and field.
 
-#include <crema/io/blob_proto.hpp>
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/blob_proto.hpp>
+#include <crema/io/caffe/datum.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,7 +15,9 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -159,6 +162,40 @@ TEST_CASE("datum: encode_datum round-trips and writes what protobuf writes") {
   std::vector<std::byte> encoded;
   crema::encode_datum({.channels = 3, .label = 2, .encoded = true, .data = pixels}, encoded);
   CHECK(crema::decode_datum(encoded).encoded);
+}
+
+// A record as a source hands it over: the serialized Datum and its key.
+struct keyed_datum {
+  std::span<const std::byte> value;
+  std::string key;
+  [[nodiscard]] std::string_view key_text() const { return key; }
+};
+static_assert(crema::datum_record<keyed_datum>);
+static_assert(!crema::datum_record<std::vector<std::byte>>);
+
+TEST_CASE("datum: an encoded Datum's image is its bytes in place, its label and its key") {
+  const std::vector<std::byte> jpeg = bytes({0xff, 0xd8, 0xff, 0xe0, 0, 16, 0xff, 0xd9});
+  std::vector<std::byte> encoded;
+  crema::encode_datum({.channels = 3, .label = 41, .encoded = true, .data = jpeg}, encoded);
+  const keyed_datum record{encoded, "00000007_a.jpg"};
+  const crema::encoded_sample image = crema::encoded_datum(record);
+  CHECK(std::equal(image.bytes.begin(), image.bytes.end(), jpeg.begin(), jpeg.end()));
+  CHECK(image.bytes.data() >= encoded.data());  // a view into the record, not a copy
+  CHECK(image.bytes.data() + image.bytes.size() <= encoded.data() + encoded.size());
+  CHECK(image.label == 41);
+  CHECK(image.key == "00000007_a.jpg");
+
+  std::vector<std::byte> raw;
+  crema::encode_datum(
+      {.channels = 1, .height = 2, .width = 2, .label = 1, .data = std::span(jpeg).first(4)}, raw);
+  const std::string message = format_error_of([&] {
+    (void)crema::encoded_datum(keyed_datum{raw, "00000008_raw"});
+  });
+  CHECK(message.find("record 00000008_raw: raw pixels, not an encoded image") != std::string::npos);
+  const std::string corrupt = format_error_of([&] {
+    (void)crema::encoded_datum(keyed_datum{jpeg, "00000009_cut"});
+  });
+  CHECK(corrupt.find("00000009_cut") != std::string::npos);
 }
 
 TEST_CASE("datum: malformed records are format errors naming the key and the field") {

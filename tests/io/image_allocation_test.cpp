@@ -4,7 +4,7 @@
 // the same files). A program of its own: it counts every malloc call, on every thread
 // (common/malloc_counter.hpp; not under a sanitizer).
 
-#include <crema/io/caffe_batcher.hpp>
+#include <crema/io/caffe/caffe_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_transform.hpp>

@@ -3,12 +3,14 @@
 // window draw's rules; flips, layouts and normalisation; and image_batcher in a pipeline, giving
 // the same batches for any producer and thread count.
 
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/epoch_loader.hpp>
 #include <crema/pipeline/host_batch.hpp>
+#include <crema/pipeline/vector_source.hpp>
 
 #include "common/pipeline_failure.hpp"
 #include "common/scratch_directory.hpp"
@@ -33,6 +35,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -646,10 +649,10 @@ TEST_SUITE("image_batcher") {
   }
 
   // Every batch of one epoch, as (data, labels) by sequence number, for producers x threads.
+  template <class Source>
   std::vector<std::pair<std::vector<float>, std::vector<float>>> epoch(
-      const fs::path& root, std::size_t producers, std::size_t threads,
+      Source source, std::size_t producers, std::size_t threads,
       crema::decode_detail detail = crema::decode_detail::exact) {
-    crema::image_folder_source source(root);
     source.shuffle(11);
     crema::image_batcher batcher(
         crema::image_transform({.geometry = crema::random_resized_crop{48, 40},
@@ -685,8 +688,8 @@ TEST_SUITE("image_batcher") {
     crema::test::watchdog guard(120s, "image batcher");
     crema::test::scratch_directory scratch("batcher-folder");
     make_folder(scratch.path(), 8);
-    const auto one = epoch(scratch.path(), 1, 1);
-    const auto many = epoch(scratch.path(), 3, 2);
+    const auto one = epoch(crema::image_folder_source(scratch.path()), 1, 1);
+    const auto many = epoch(crema::image_folder_source(scratch.path()), 3, 2);
     REQUIRE(one.size() == 5);  // 24 images in batches of 5
     CHECK(one == many);
     CHECK(one[4].second.size() == 4);
@@ -696,8 +699,10 @@ TEST_SUITE("image_batcher") {
     }
     CHECK(per_class == std::vector<int>{8, 8, 8});
     // Reduced detail: other values (its windows are decoded smaller), the same for any count.
-    const auto reduced = epoch(scratch.path(), 1, 1, crema::decode_detail::reduced);
-    CHECK(reduced == epoch(scratch.path(), 3, 2, crema::decode_detail::reduced));
+    const auto reduced =
+        epoch(crema::image_folder_source(scratch.path()), 1, 1, crema::decode_detail::reduced);
+    CHECK(reduced ==
+          epoch(crema::image_folder_source(scratch.path()), 3, 2, crema::decode_detail::reduced));
     CHECK(reduced != one);
   }
 
@@ -746,6 +751,54 @@ TEST_SUITE("image_batcher") {
       const auto rest = read(*resumed, 10 - stop);
       CHECK(std::equal(rest.begin(), rest.end(), reference.begin() + static_cast<long>(stop)));
     }
+  }
+
+  // An encoded Datum as an LMDB source hands it over: the serialized message and its key.
+  struct datum_record {
+    std::vector<std::byte> value;
+    std::string key;
+    [[nodiscard]] std::string_view key_text() const { return key; }
+  };
+
+  TEST_CASE(
+      "the same images as files and as encoded Datums give the same batches, and a raw Datum "
+      "is refused naming its key") {
+    crema::test::watchdog guard(120s, "image batcher datums");
+    crema::test::scratch_directory scratch("batcher-datums");
+    make_folder(scratch.path(), 8);
+    const crema::image_folder_source files(scratch.path());
+    std::vector<datum_record> datums;
+    for (std::size_t i = 0; i < files.files(); ++i) {
+      const crema::image_file file = files.file(i);
+      const std::vector<std::byte> jpeg = read_bytes(file.path());
+      datum_record& record = datums.emplace_back();
+      crema::encode_datum({.channels = 3, .label = file.label, .encoded = true, .data = jpeg},
+                          record.value);
+      record.key = std::string(file.relative);
+    }
+    static_assert(crema::encoded_sample_record<crema::image_file>);
+    static_assert(crema::encoded_sample_record<datum_record>);
+    static_assert(!crema::encoded_sample_record<std::string>);
+
+    crema::encoded_sample_reader reader;
+    const crema::encoded_sample from_file = reader(files.file(3));
+    const crema::encoded_sample from_datum = reader(datums[3]);
+    CHECK(std::equal(from_file.bytes.begin(), from_file.bytes.end(), from_datum.bytes.begin(),
+                     from_datum.bytes.end()));
+    CHECK(from_file.label == from_datum.label);
+    CHECK(from_file.key == from_datum.key);
+
+    const auto from_files = epoch(files, 2, 2);
+    CHECK(from_files == epoch(crema::vector_source<datum_record>(datums), 2, 2));
+
+    std::vector<datum_record> raw(1);
+    const std::byte pixels[4] = {};
+    crema::encode_datum({.channels = 1, .height = 2, .width = 2, .label = 0, .data = pixels},
+                        raw[0].value);
+    raw[0].key = "00000001_raw";
+    const std::string what =
+        crema::test::failure_cause([&] { (void)epoch(crema::vector_source(raw), 1, 1); });
+    CHECK(what.find("record 00000001_raw: raw pixels, not an encoded image") != std::string::npos);
   }
 
   // A folder of `classes` classes (class000, class001, ...), one small crop of a test

@@ -2,7 +2,7 @@
 // read back, in order or shuffled (a shuffle buffer or an exact permutation), sharded disjoint
 // and complete, resumed exactly; bad paths and corrupt records are errors that name them.
 
-#include <crema/io/datum.hpp>
+#include <crema/io/caffe/datum.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>

@@ -1,10 +1,8 @@
 #pragma once
 
 #include <crema/core/error.hpp>
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/datum.hpp>
-#include <crema/io/image/decode_plan.hpp>
-#include <crema/io/image/image_file.hpp>
+#include <crema/io/decode_plan.hpp>
+#include <crema/io/image/encoded_sample_reader.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/image/resample.hpp>
 #include <crema/pipeline/batch_label.hpp>
@@ -553,26 +551,13 @@ class image_batcher {
     return make_(where, transform_.shape());
   }
 
-  /// @brief An image file: read (on this producer's thread), decoded, transformed.
-  void operator()(const image_file& file, batch_type& batch, const sample_context& context) {
-    const std::span<const std::byte> bytes = reader_.read(file);
-    transform_(bytes, batch.record(context.index), context.rng(), file.relative);
-    batch.set_label(context.index, detail::exact_label<label_type>(file.label, file.relative));
-  }
-
-  /// @brief An encoded Datum (what convert_imageset --encoded stores).
-  template <datum_record Record>
+  /// @brief A record's encoded image (an image file, read on this producer's thread, or an
+  /// encoded Datum): decoded, transformed, written with its label.
+  template <encoded_sample_record Record>
   void operator()(const Record& record, batch_type& batch, const sample_context& context) {
-    const std::string_view key = record.key_text();
-    const datum_view datum = decode_datum(record.value, key);
-    if (!datum.encoded) {
-      detail::fail<format_error>(
-          "record {}: raw pixels; an image_batcher decodes encoded Datums (caffe_batcher reads "
-          "raw ones)",
-          key);
-    }
-    transform_(datum.data, batch.record(context.index), context.rng(), key);
-    batch.set_label(context.index, detail::exact_label<label_type>(datum.label, key));
+    const encoded_sample image = reader_(record);
+    transform_(image.bytes, batch.record(context.index), context.rng(), image.key);
+    batch.set_label(context.index, detail::exact_label<label_type>(image.label, image.key));
   }
 
   [[nodiscard]] const image_transform& transform() const noexcept { return transform_; }
@@ -580,7 +565,7 @@ class image_batcher {
  private:
   image_transform transform_;
   MakeBatch make_;
-  image_file_reader reader_;
+  encoded_sample_reader reader_;
 };
 
 }  // namespace crema

@@ -1,7 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
-#include <crema/io/image/decode_plan.hpp>
+#include <crema/io/decode_plan.hpp>
 #include <crema/io/image/detail/libjpeg.hpp>
 #include <crema/io/image/image_codec.hpp>
 

@@ -2,7 +2,7 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/detail/rgb_split.hpp>
-#include <crema/io/image/decode_plan.hpp>
+#include <crema/io/decode_plan.hpp>
 
 #include <algorithm>
 #include <array>

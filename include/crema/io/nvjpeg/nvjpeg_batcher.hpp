@@ -3,9 +3,7 @@
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
-#include <crema/io/caffe_batcher.hpp>
-#include <crema/io/datum.hpp>
-#include <crema/io/image/image_file.hpp>
+#include <crema/io/image/encoded_sample_reader.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/memory/cuda/cuda_device_resource.hpp>
@@ -559,28 +557,19 @@ class basic_nvjpeg_batcher {
   /// @return the decoders its copies share (to hold one back in a test, say)
   [[nodiscard]] decoder_pool& decoders() const noexcept { return *decoders_; }
 
-  /// @brief An image file: read on this producer's thread into the batch.
-  void operator()(const image_file& file, batch& to, const sample_context& context) {
-    to.stage(context.index, reader_.read(file), context.rng(), file.relative, file.label);
-  }
-
-  /// @brief An encoded Datum (what convert_imageset --encoded stores).
-  template <datum_record Record>
+  /// @brief A record's encoded image (an image file, read on this producer's thread, or an
+  /// encoded Datum): staged into the batch.
+  template <encoded_sample_record Record>
   void operator()(const Record& record, batch& to, const sample_context& context) {
-    const std::string_view key = record.key_text();
-    const datum_view datum = decode_datum(record.value, key);
-    if (!datum.encoded) {
-      ::crema::detail::fail<format_error>(
-          "record {}: raw pixels; an nvjpeg_batcher decodes encoded Datums", key);
-    }
-    to.stage(context.index, datum.data, context.rng(), key, datum.label);
+    const encoded_sample image = reader_(record);
+    to.stage(context.index, image.bytes, context.rng(), image.key, image.label);
   }
 
  private:
   image_transform_options transform_;
   nvjpeg_batcher_options options_;
   record_shape shape_;
-  image_file_reader reader_;
+  encoded_sample_reader reader_;
   std::shared_ptr<decoder_pool> decoders_;  // every copy's, and every batch's
 };
 

@@ -2,7 +2,7 @@
 
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/error.hpp>
-#include <crema/io/image/decode_plan.hpp>
+#include <crema/io/decode_plan.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
 
