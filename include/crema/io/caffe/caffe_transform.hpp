@@ -81,7 +81,7 @@ struct caffe_transform_options {
   /// upload still running). Where the consumer keeps up, producers refill the slot just given
   /// back, still in the cache (`pipeline_stats::warm_refills`), and streaming would push it out;
   /// hence none by default. Not into the pinned memory of device batches either: there streamed
-  /// stores measured 15 to 25 times slower than cached ones (an H100 host, docs/performance.md).
+  /// stores are many times slower than cached ones (docs/performance.md, "On a GPU").
   /// The values are the same bits either way. 0 streams every record.
   std::size_t stream_from_bytes = std::numeric_limits<std::size_t>::max();
 };

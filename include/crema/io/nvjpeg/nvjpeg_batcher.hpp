@@ -71,8 +71,8 @@ struct nvjpeg_batcher_options {
   /// current when the batches are made.
   std::vector<int> devices = {};
   /// At most this many producers decode at once on each device, each with a decoder (nvJPEG's
-  /// state and buffers) of its own; the others wait for one when their batch is filled. On an
-  /// H100, 16 producers with a decoder each delivered less than 4 (docs/performance.md).
+  /// state and buffers) of its own; the others wait for one when their batch is filled: a few
+  /// decoders deliver more than one a producer (docs/performance.md, "On a GPU").
   /// 0: a decoder for every producer that needs one.
   std::size_t decoders = 4;
   /// While every decoder of its device is lent, a producer may decode its batch's images
@@ -84,8 +84,8 @@ struct nvjpeg_batcher_options {
   /// already (so none where the GPU has no JPEG engine). Which images go to the CPU then depends on
   /// timing, not on which window a sample gets; their values are the CPU path's, within the bound
   /// nvJPEG's own are. 0 (the default): producers wait for a decoder. For hosts where the JPEG
-  /// engine is the bound and cores are idle; on an H100 host of 16 cores it delivered the same and
-  /// cost 1.7 to 3.3 times the host's CPU a sample (docs/performance.md).
+  /// engine is the bound and cores are idle; what it gave and cost where measured is in
+  /// docs/performance.md ("On a GPU").
   double max_host_share = 0.0;
   nvjpeg_options decoding = {};
   image_file_reader_options reading = {};

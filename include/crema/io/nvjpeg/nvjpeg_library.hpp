@@ -112,8 +112,8 @@ class nvjpeg_library {
   /// @return whether CUDA fails every call on this library's device for good, as after a
   /// kernel's fault (`detail::cuda_failed_for_good`). The nvJPEG objects that hold memory or
   /// work on the device (handles, decoders, states, buffers) are then left to the process's end:
-  /// on an H100 (2026-11-27) a feed's teardown after such a fault hung, and destroying them waits
-  /// on the device.
+  /// destroying them waits on the device, and a feed's teardown after such a fault has hung on a
+  /// GPU (benchmarks/HISTORY.md).
   [[nodiscard]] bool failed_for_good() const noexcept {
     return probe_ != nullptr && ::crema::detail::cuda_failed_for_good(probe_);
   }

@@ -49,9 +49,9 @@ void leave_undestroyed(std::span<Owned, Extent> owned) noexcept {
 }
 
 // For destructors: waits for `event`, made with cudaEventBlockingSync, unless the runtime already
-// reports a failure, as every call does after a kernel's fault. On an H100 (2026-11-27) a
-// test's teardown after such a fault hung in a driver's wait, in a process whose sleeping waits
-// were these or nvJPEG's own; a wait for work the fault stopped need not end.
+// reports a failure, as every call does after a kernel's fault. On a GPU, a test's teardown after
+// such a fault has hung in a driver's wait, in a process whose sleeping waits were these or
+// nvJPEG's own (benchmarks/HISTORY.md); a wait for work the fault stopped need not end.
 inline void wait_unless_failed(cudaEvent_t event) noexcept {
   const cudaError_t status = cudaEventQuery(event);
   if (status != cudaErrorNotReady) return;  // done, or failed: nothing to wait for
