@@ -623,6 +623,32 @@ TEST_SUITE("double_buffered_pipeline stats") {
     CHECK(stats.consumers[0].producer_wakeups == stats.producer_wakeups);
   }
 
+  TEST_CASE(
+      "slots given back by a consumer away longer than the poller waits are refilled before it "
+      "comes back") {
+    // A training loop whose steps outlast the poller's longest interval: its releases must wake
+    // the producers themselves, or the batches it comes back for are not made.
+    watchdog guard(60s, "refill while away");
+    constexpr std::size_t slots = 8;
+    crema::double_buffered_pipeline pipe{
+        numbers(1000), identity, {.batch_size = 4, .prefetch = slots, .producers = 2, .threads = 2}};
+    auto consumer = pipe.consumer(0);
+    const auto all_queued_within = [&](std::chrono::milliseconds limit) {
+      const auto until = std::chrono::steady_clock::now() + limit;
+      while (pipe.stats().queued_batches < slots && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(5ms);
+      }
+      return pipe.stats().queued_batches;
+    };
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      REQUIRE(all_queued_within(5s) == slots);
+      std::this_thread::sleep_for(50ms);  // away: the poller has stopped polling
+      for (std::size_t i = 0; i < slots - 2; ++i) REQUIRE(consumer.pull());  // each given back
+      CHECK(all_queued_within(2s) == slots);
+    }
+  }
+
   // Batches of two records, each taking `per_record`; the consumer gives every batch back at
   // once. How many of `batches` came in the slot of the batch before, and the stats.
   const auto refills_of = [](std::chrono::milliseconds per_record, std::chrono::microseconds wait,

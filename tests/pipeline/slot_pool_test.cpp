@@ -224,9 +224,23 @@ TEST_SUITE("slot_pool wake-ups") {
     CHECK(waiting.pool.kick() == 1);
     wait_until_resumed(waiting, 1);
     CHECK(waiting.pool.waiting() == 1);
-    waiting.pool.release(waiting.b);
-    CHECK(waiting.pool.kick() == 1);
+    CHECK(waiting.pool.release(waiting.b) == 1);  // the last waiter without a slot: woken
+    CHECK(waiting.pool.kick() == 0);
     waiting.done.wait();
+  }
+
+  TEST_CASE("a group larger than the waiters wakes them once every one has its slot") {
+    crema::test::watchdog guard(std::chrono::seconds(20), "slot_pool large group");
+    two_waiters waiting(8);  // two producers, woken once per half of sixteen slots
+    CHECK(waiting.pool.release(waiting.a) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(waiting.resumed() == 0);
+    const std::size_t woken = waiting.pool.release(waiting.b);
+    CHECK(woken == 2);
+    if (woken < 2) waiting.pool.kick();  // a failed check, not a hang
+    waiting.done.wait();
+    CHECK(std::set<int*>{waiting.got[0].load(), waiting.got[1].load()} ==
+          std::set<int*>{waiting.a, waiting.b});
   }
 
   TEST_CASE("a stop that races a release parking a slot for a waiter still wakes the waiter") {

@@ -91,13 +91,15 @@ class slot_pool {
 
   /// @brief Gives a slot back: to a waiting coroutine (resumed on the executor), else to the pool.
   /// `slot` must be one of this pool's, acquired and not released since.
-  /// With `wake_in_groups(n)`, a slot a coroutine waits for is parked instead until `n` are, and
-  /// the coroutine that `n`-th release resumes takes them all: one wake-up per `n` releases.
+  /// With `wake_in_groups(n)`, a slot a coroutine waits for is parked instead until `n` are, or
+  /// until every waiting coroutine has one, and the release that completes the group resumes
+  /// them all: one wake-up per `n` releases (per waiter count, where fewer wait).
   /// While `start_polling` holds, it is parked and nobody is resumed.
   /// @return how many waiting coroutines it resumed (each a wake-up where the executor's thread
   ///         sleeps)
   std::size_t release(Slot* slot) {
-    if (available_.fetch_add(1, std::memory_order_acq_rel) >= 0) {
+    const std::int64_t before = available_.fetch_add(1, std::memory_order_acq_rel);
+    if (before >= 0) {
       push_free(index_of(slot));
       return 0;
     }
@@ -113,7 +115,9 @@ class slot_pool {
     // A stop since the first count found this slot's waiter neither waiting nor parked for: it is
     // this release's to wake. (Read after the count: a stop that missed the count is seen here.)
     if (stopped_.load()) return wake_parked();
-    if (polled_.load() || parked < group_) return 0;
+    // A group fuller than the waiters can ever be (two producers, a group of eight) would wake
+    // nobody: once every waiter has its slot (this one was the last without), wake them.
+    if (polled_.load() || (parked < group_ && before < -1)) return 0;
     return wake_parked();
   }
 
@@ -137,8 +141,8 @@ class slot_pool {
   /// @return whether `release` leaves the waking to a poller now
   [[nodiscard]] bool polled() const noexcept { return polled_.load(std::memory_order_relaxed); }
 
-  /// @brief Makes `release` wake a waiting coroutine once per `slots` released slots (1, the
-  /// default, wakes one per slot). Whoever waits for what the coroutines make must `kick()`
+  /// @brief Makes `release` wake waiting coroutines once per `slots` released slots, or once
+  /// every waiter has a slot where fewer wait (1, the default, wakes one per slot). Whoever waits for what the coroutines make must `kick()`
   /// first. Call before the pool is shared.
   void wake_in_groups(std::size_t slots) noexcept { group_ = slots == 0 ? 1 : slots; }
 
