@@ -4,7 +4,7 @@ RandomResizedCrop(224) + flip + Normalize ("rrc") or Resize(256) + CenterCrop(22
 ("eval") into batches of 32, as a training loop would, and prints one JSON object: samples per
 second over --epochs epochs after a first one (which starts the workers and warms the page
 cache), the loop thread's CPU time per batch, and, for crema, what a loop pays for a batch that
-is ready (the time from asking to holding the tensors, Python and handoff).
+is ready (the loop thread's CPU time from one batch in hand to the next: Python and handoff).
 
     feed.py crema|torchvision ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32] [--ready]
 
@@ -14,6 +14,7 @@ N workers (0: the loop's own thread), one torch thread each, as its users run it
 
 import argparse
 import json
+import statistics
 import time
 
 MEAN = (0.485, 0.456, 0.406)
@@ -57,9 +58,9 @@ def main():
                              "(its 16 slots would weigh on the memory of a throughput run)")
     args = parser.parse_args()
     if args.ready:
-        print(json.dumps({"loader": "crema", "case": args.case,
-                          "python_us_per_batch": ready_batch_cost(args.root, args.case,
-                                                                  args.batch)}), flush=True)
+        warm, cold = ready_batch_cost(args.root, args.case, args.batch)
+        print(json.dumps({"loader": "crema", "case": args.case, "python_us_per_batch": warm,
+                          "python_us_first_after_idle": cold}), flush=True)
         return
     make = crema_loader if args.loader == "crema" else torchvision_loader
     loader = make(args.root, args.case, args.threads, args.batch)
@@ -86,7 +87,10 @@ def main():
 def ready_batch_cost(root, case, batch, slots=16, bursts=3):
     """What a loop pays for a batch that is ready: the producers fill every slot while the loop
     sleeps, then the loop takes the batches one after the other (each released before the
-    next), timed. The median of `bursts` bursts, in microseconds a batch."""
+    next), every one of them ready. A batch's cost is the CPU time of the loop's thread from
+    one batch in hand to the next (so producers running on the other cores do not count).
+    Returns the median over every batch of the bursts, and the median of each burst's first
+    batch (caches cold after the sleep, as after a training step), in microseconds."""
     import crema
     crop = (crema.RandomResizedCrop(224) if case == "rrc"
             else crema.ResizeCenterCrop(256, 224))
@@ -94,22 +98,33 @@ def ready_batch_cost(root, case, batch, slots=16, bursts=3):
                           crema.ImageTransform(crop=crop, flip=case == "rrc", mean=MEAN,
                                                std=STD),
                           batch, threads=2, seed=1, prefetch=slots)
-    costs = []
+    costs, firsts = [], []
     iterator = iter(loader)
     next(iterator)  # starts the threads
+    fill = 1.0 + slots * batch / 200  # seconds to fill every slot, even on a slow machine
     for _ in range(bursts):
-        time.sleep(1.0 + slots * batch / 200)  # every slot filled, even on a slow machine
-        taken = 0
-        start = time.perf_counter()
+        # Every slot refilled, then an untimed pull: where the last burst ended an epoch, the
+        # next one starts here, outside the timed batches.
+        time.sleep(fill)
+        if next(iterator, None) is None:
+            iterator = iter(loader)
+            next(iterator)
+        time.sleep(fill)
+        burst = []
+        before = time.thread_time()
         for images, labels in iterator:
-            taken += 1
-            if taken == slots - 2:
+            now = time.thread_time()
+            burst.append(now - before)
+            before = now
+            if len(burst) == slots - 2:
                 break
-        costs.append((time.perf_counter() - start) / taken)
-        if taken < slots - 2:
+        if burst:
+            firsts.append(burst[0])
+            costs.extend(burst)
+        if len(burst) < slots - 2:
             iterator = iter(loader)
     loader.close()
-    return 1e6 * sorted(costs)[len(costs) // 2]
+    return 1e6 * statistics.median(costs), 1e6 * statistics.median(firsts)
 
 
 if __name__ == "__main__":

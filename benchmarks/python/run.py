@@ -173,7 +173,9 @@ def main():
                   f"peak PSS {median(case, 'crema', threads, 'peak_pss_mib'):.0f} MiB, "
                   f"RSS {median(case, 'crema', threads, 'peak_rss_mib'):.0f} MiB")
         print(f"  a ready batch costs the loop "
-              f"{median(case, 'crema-ready', 2, 'python_us_per_batch'):.1f} us")
+              f"{median(case, 'crema-ready', 2, 'python_us_per_batch'):.1f} us of CPU (median), "
+              f"{median(case, 'crema-ready', 2, 'python_us_first_after_idle'):.1f} us the "
+              f"first after an idle second")
         for kind in ("pss", "rss"):
             memory = (median(case, "crema", 2, f"peak_{kind}_mib") /
                       median(case, "torchvision", 2, f"peak_{kind}_mib"))
