@@ -158,9 +158,10 @@ class pipeline_engine {
       // A resumed pipeline: this consumer's batches below the first were delivered before.
       const std::uint64_t count = options_.consumers;
       one->start_at((first_batch_ + count - 1 - consumer) / count);
-      // A consumer's release wakes a waiting producer once per half its slots, not once per
-      // slot: the wake-up (a system call when the producer's thread sleeps) is the largest
-      // cost left on the consumer's thread. Consumers kick before they wait.
+      // A consumer's release wakes waiting producers once per half its slots (or once each
+      // waiting producer has a slot, where fewer wait), not once per slot: the wake-up (a
+      // system call when the producer's thread sleeps) is the largest cost left on the
+      // consumer's thread. Consumers kick before they wait.
       one->free_slots().wake_in_groups(std::max<std::size_t>(1, options_.prefetch / 2));
     }
     return made;
