@@ -40,8 +40,13 @@ class delivery {
   using channel_type = channel<Slot>;
   using lease_type = lease<channel_type>;
   using clock = std::chrono::steady_clock;
-  // How often a waiting consumer looks for producers held by slots parked in an incomplete group.
+  // How soon a waiting consumer first looks again for producers held by slots parked in an
+  // incomplete group (another consumer's releases, or releases on other threads, may park them
+  // while it sleeps); each later look waits twice as long, up to the longest interval. A wait
+  // for a batch being made then wakes a few times, not every 2 ms (each wake-up, on a virtual
+  // machine, took tens of microseconds of the consumer's CPU and a core from a producer).
   static constexpr std::chrono::milliseconds kick_interval{2};
+  static constexpr std::chrono::milliseconds longest_kick_interval{32};
 
   // The parts it uses; all outlive the consumers' pulls (a pull holds the engine).
   delivery(const pipeline_options& options, std::span<const std::shared_ptr<channel_type>> channels,
@@ -166,13 +171,15 @@ class delivery {
     const bool checks_hangs = kind != wait_kind::none && hangs_.watches();
     clock::time_point next_stall_check =
         checks_stalls ? deadline_after(options_.stall_timeout) : clock::time_point::max();
+    std::chrono::milliseconds slice = kick_interval;
     for (;;) {
       // Producers may wait for slots released in a group not yet complete, on any consumer's
       // side (the claim this consumer needs may be behind them): let them go before sleeping,
       // and again every slice of the wait, since another consumer may park a slot meanwhile.
       kick_for(target);
       const clock::time_point until =
-          std::min({deadline, next_stall_check, deadline_after(kick_interval)});
+          std::min({deadline, next_stall_check, deadline_after(slice)});
+      slice = std::min(slice * 2, longest_kick_interval);
       if (target.pop_until(slot, until)) return true;
       const auto now = clock::now();
       if (checks_hangs) {
