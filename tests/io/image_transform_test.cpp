@@ -754,7 +754,7 @@ TEST_SUITE("image_batcher") {
   }
 
   // An encoded Datum as an LMDB source hands it over: the serialized message and its key.
-  struct datum_record {
+  struct stored_datum {
     std::vector<std::byte> value;
     std::string key;
     [[nodiscard]] std::string_view key_text() const { return key; }
@@ -767,17 +767,17 @@ TEST_SUITE("image_batcher") {
     crema::test::scratch_directory scratch("batcher-datums");
     make_folder(scratch.path(), 8);
     const crema::image_folder_source files(scratch.path());
-    std::vector<datum_record> datums;
+    std::vector<stored_datum> datums;
     for (std::size_t i = 0; i < files.files(); ++i) {
       const crema::image_file file = files.file(i);
       const std::vector<std::byte> jpeg = read_bytes(file.path());
-      datum_record& record = datums.emplace_back();
+      stored_datum& record = datums.emplace_back();
       crema::encode_datum({.channels = 3, .label = file.label, .encoded = true, .data = jpeg},
                           record.value);
       record.key = std::string(file.relative);
     }
     static_assert(crema::encoded_sample_record<crema::image_file>);
-    static_assert(crema::encoded_sample_record<datum_record>);
+    static_assert(crema::encoded_sample_record<stored_datum>);
     static_assert(!crema::encoded_sample_record<std::string>);
 
     crema::encoded_sample_reader reader;
@@ -789,9 +789,9 @@ TEST_SUITE("image_batcher") {
     CHECK(from_file.key == from_datum.key);
 
     const auto from_files = epoch(files, 2, 2);
-    CHECK(from_files == epoch(crema::vector_source<datum_record>(datums), 2, 2));
+    CHECK(from_files == epoch(crema::vector_source<stored_datum>(datums), 2, 2));
 
-    std::vector<datum_record> raw(1);
+    std::vector<stored_datum> raw(1);
     const std::byte pixels[4] = {};
     crema::encode_datum({.channels = 1, .height = 2, .width = 2, .label = 0, .data = pixels},
                         raw[0].value);

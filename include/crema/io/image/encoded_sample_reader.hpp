@@ -33,10 +33,6 @@ class encoded_sample_reader {
     return encoded_datum(record);
   }
 
-  [[nodiscard]] const image_file_reader_options& options() const noexcept {
-    return files_.options();
-  }
-
  private:
   image_file_reader files_;
 };
