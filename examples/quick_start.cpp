@@ -6,7 +6,7 @@
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <utility>
 

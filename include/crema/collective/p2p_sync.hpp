@@ -165,7 +165,7 @@ class p2p_sync {
     wait_for(
         lock, [&] { return published_ >= me.step; },
         [&] {
-          return fmt::format(
+          return crema::detail::format(
               "participant {} waited for the parameters of step {} from participant {}", p, me.step,
               lead_);
         });
@@ -241,7 +241,8 @@ class p2p_sync {
   /// `collective_error` naming it and `reason`.
   void abort(std::size_t p, const std::string& reason) {
     std::scoped_lock lock(mutex_);
-    if (!aborted_) aborted_ = fmt::format("p2p_sync: participant {} failed: {}", p, reason);
+    if (!aborted_)
+      aborted_ = crema::detail::format("p2p_sync: participant {} failed: {}", p, reason);
     changed_.notify_all();
   }
 
@@ -399,8 +400,8 @@ class p2p_sync {
         who += who.empty() ? number : ", " + number;
       }
     }
-    return fmt::format("the root waited for the gradients of step {} from participants {}", step,
-                       who);
+    return crema::detail::format(
+        "the root waited for the gradients of step {} from participants {}", step, who);
   }
 
   // Who has not finished `step` (called on_gradients_ready), for the timeout message.
@@ -413,8 +414,9 @@ class p2p_sync {
         who += who.empty() ? number : ", " + number;
       }
     }
-    return fmt::format("the root waited to broadcast step {} for participants {} to finish step {}",
-                       step + 1, who, step);
+    return crema::detail::format(
+        "the root waited to broadcast step {} for participants {} to finish step {}", step + 1, who,
+        step);
   }
 
   std::unique_ptr<Collective> owned_parameters_;

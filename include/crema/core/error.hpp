@@ -49,8 +49,9 @@ class allocation_error : public error {
   /// @param why   what the resource knows of the cause; may be empty
   allocation_error(std::size_t bytes, std::string_view side, std::string_view why = {})
       : error(why.empty()
-                  ? fmt::format("cannot allocate {} bytes of {} memory", bytes, side)
-                  : fmt::format("cannot allocate {} bytes of {} memory: {}", bytes, side, why)),
+                  ? crema::detail::format("cannot allocate {} bytes of {} memory", bytes, side)
+                  : crema::detail::format("cannot allocate {} bytes of {} memory: {}", bytes, side,
+                                          why)),
         bytes_(bytes),
         side_(side) {}
 
@@ -147,7 +148,7 @@ inline constexpr bool misuse_checks = true;
 template <class Error, class... Args>
 [[noreturn, gnu::cold, gnu::noinline]] void fail(fmt::format_string<Args...> format,
                                                  Args&&... args) {
-  throw Error(fmt::format(format, std::forward<Args>(args)...));
+  throw Error(crema::detail::format(format, std::forward<Args>(args)...));
 }
 
 /// Throws a native-code `Error` (cuda_error, lmdb_error, mpi_error) with a formatted message.
@@ -155,7 +156,7 @@ template <class Error, class... Args>
 [[noreturn, gnu::cold, gnu::noinline]] void fail_with_code(int code,
                                                            fmt::format_string<Args...> format,
                                                            Args&&... args) {
-  throw Error(code, fmt::format(format, std::forward<Args>(args)...));
+  throw Error(code, crema::detail::format(format, std::forward<Args>(args)...));
 }
 
 }  // namespace crema::detail

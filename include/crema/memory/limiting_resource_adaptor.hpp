@@ -73,8 +73,9 @@ class limiting_resource_adaptor
     std::size_t used = budget_->used.load(std::memory_order_relaxed);
     do {
       if (bytes > budget_->limit - used) {
-        throw allocation_error(bytes, side(),
-                               fmt::format("limit of {} bytes, {} in use", budget_->limit, used));
+        throw allocation_error(
+            bytes, side(),
+            crema::detail::format("limit of {} bytes, {} in use", budget_->limit, used));
       }
     } while (!budget_->used.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
     try {

@@ -296,9 +296,9 @@ class device_batch {
           // Named as a producer's failed finishing step is, the cause nested: the consumer
           // meets it in `device()`.
           std::throw_with_nested(pipeline_error(
-              fmt::format("device_batch: uploading batch {} of consumer {} failed on the "
-                          "uploader's thread",
-                          sequence, consumer)));
+              crema::detail::format("device_batch: uploading batch {} of consumer {} failed on the "
+                                    "uploader's thread",
+                                    sequence, consumer)));
         }
       }
     };

@@ -2,10 +2,12 @@
 
 #include <crema/core/detail/fmt.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace crema {
@@ -66,8 +68,9 @@ struct fmt::formatter<crema::pipeline_stats> {
     const auto milliseconds = [](std::chrono::nanoseconds time) {
       return std::chrono::duration<double, std::milli>(time).count();
     };
-    auto out = fmt::format_to(
-        context.out(),
+    // Formatted to a string first: {fmt}'s core formats through the functions compiled in its
+    // library, which format_to into an arbitrary context would instantiate here again.
+    std::string line = crema::detail::format(
         "produced {} batches ({} records), consumed {}, epochs {}, queued {}, "
         "free {}, waiting producers {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
         "({} suspensions, {} woken by consumers)",
@@ -75,10 +78,12 @@ struct fmt::formatter<crema::pipeline_stats> {
         stats.queued_batches, stats.free_slots, stats.waiting_producers,
         milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
         stats.producer_suspensions, stats.producer_wakeups);
-    if (stats.warm_refills != 0)
-      out = fmt::format_to(out, ", {} refilled warm", stats.warm_refills);
-    if (stats.held_back_by)
-      out = fmt::format_to(out, ", held back by consumer {}", *stats.held_back_by);
-    return out;
+    if (stats.warm_refills != 0) {
+      line += crema::detail::format(", {} refilled warm", stats.warm_refills);
+    }
+    if (stats.held_back_by) {
+      line += crema::detail::format(", held back by consumer {}", *stats.held_back_by);
+    }
+    return std::copy(line.begin(), line.end(), context.out());
   }
 };

@@ -255,7 +255,7 @@ class mpi_reducer {
 
   using view = detail::reducer_view;
   static std::string describe(const view& v) {
-    return fmt::format(
+    return crema::detail::format(
         "{} of elements [{}, {}) root {} at step {} ({} local participants of {} elements of {} "
         "bytes)",
         operation_name(v.op), v.begin, v.end, v.root, v.step, v.local, v.elements, v.element_bytes);
@@ -285,19 +285,19 @@ class mpi_reducer {
       case detail::verdict_kind::agreed:
         return;
       case detail::verdict_kind::silent:
-        spend(fmt::format("rank {} did not answer within {} ms; rank {} was at its {}", answer.rank,
-                          options_.timeout.count(), rank_, describe(mine)));
+        spend(crema::detail::format("rank {} did not answer within {} ms; rank {} was at its {}",
+                                    answer.rank, options_.timeout.count(), rank_, describe(mine)));
       case detail::verdict_kind::disagrees:
         // Every rank answered, and no data moves before an agreement: nothing is on its way.
-        spend(fmt::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
-                          describe(answer.zero), answer.rank, describe(answer.theirs)),
+        spend(crema::detail::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
+                                    describe(answer.zero), answer.rank, describe(answer.theirs)),
               true);
       case detail::verdict_kind::malformed:
-        spend(fmt::format(
+        spend(crema::detail::format(
             "rank {} sent rank 0 {} for the {}; refused", answer.rank,
             answer.bytes == longer_than_a_view
-                ? fmt::format("more bytes than a view's {}", sizeof(view))
-                : fmt::format("{} bytes where a view has {}", answer.bytes, sizeof(view)),
+                ? crema::detail::format("more bytes than a view's {}", sizeof(view))
+                : crema::detail::format("{} bytes where a view has {}", answer.bytes, sizeof(view)),
             describe(answer.zero)));
     }
   }
@@ -379,17 +379,18 @@ class mpi_reducer {
     const std::array<int, 2> zero{0, 0};
     if (wait_each(both, ends, zero, 2 * options_.timeout)) {
       // Rank 0 may be held up itself (in another reducer of its process): ask it.
-      give_up_on_silent(0, fmt::format("rank {} did not hear from rank 0 within {} ms about its {}",
-                                       rank_, 2 * options_.timeout.count(), describe(mine)));
+      give_up_on_silent(
+          0, crema::detail::format("rank {} did not hear from rank 0 within {} ms about its {}",
+                                   rank_, 2 * options_.timeout.count(), describe(mine)));
     }
     if (const auto problem = detail::receive_problem(ends[1], sizeof(received))) {
-      spend(fmt::format("rank 0 sent rank {} {} as its verdict on the {}; refused", rank_, *problem,
-                        describe(mine)));
+      spend(crema::detail::format("rank 0 sent rank {} {} as its verdict on the {}; refused", rank_,
+                                  *problem, describe(mine)));
     }
     auto verdict = detail::decode_verdict(received, ranks_);
     if (const auto* problem = std::get_if<std::string>(&verdict)) {
-      spend(fmt::format("rank 0 sent rank {} {} on the {}; refused", rank_, *problem,
-                        describe(mine)));
+      spend(crema::detail::format("rank 0 sent rank {} {} on the {}; refused", rank_, *problem,
+                                  describe(mine)));
     }
     return std::get<detail::reducer_verdict>(verdict);
   }
@@ -428,10 +429,10 @@ class mpi_reducer {
     }
     for (std::size_t i = 0; i < ends.size(); ++i) {
       if (ends[i].code != MPI_SUCCESS) {
-        give_up_on(
-            peers[i],
-            fmt::format("rank {} could not exchange the {} of step {} with rank {}: {}", rank_,
-                        what, step_ - 1, peers[i], detail::failure_text(ends[i].code)));
+        give_up_on(peers[i],
+                   crema::detail::format(
+                       "rank {} could not exchange the {} of step {} with rank {}: {}", rank_, what,
+                       step_ - 1, peers[i], detail::failure_text(ends[i].code)));
       }
     }
   }
@@ -445,8 +446,9 @@ class mpi_reducer {
       give_up_on_silent(peer, what);
     }
     if (const auto problem = detail::receive_problem(end, bytes)) {
-      give_up_on(peer, fmt::format("rank {} sent rank {} {} in the {} of step {}; refused", peer,
-                                   rank_, *problem, what, step_ - 1));
+      give_up_on(
+          peer, crema::detail::format("rank {} sent rank {} {} in the {} of step {}; refused", peer,
+                                      rank_, *problem, what, step_ - 1));
     }
   }
 
@@ -521,20 +523,23 @@ class mpi_reducer {
   // and spends the reducer naming the first rank that does not answer, and how it was found.
   [[noreturn]] void give_up_on_silent(int peer, const char* what) {
     give_up_on_silent(
-        peer, peer == anyone
-                  ? fmt::format("rank {} waited {} ms for the others in the {} of step {}", rank_,
-                                options_.timeout.count(), what, step_ - 1)
-                  : fmt::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
-                                options_.timeout.count(), peer, what, step_ - 1));
+        peer,
+        peer == anyone
+            ? crema::detail::format("rank {} waited {} ms for the others in the {} of step {}",
+                                    rank_, options_.timeout.count(), what, step_ - 1)
+            : crema::detail::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
+                                    options_.timeout.count(), peer, what, step_ - 1));
   }
   // As above, `waited` saying what was waited for.
   [[noreturn]] void give_up_on_silent(int peer, const std::string& waited) {
     wait_on(peer);  // still, for the questions of ranks that wait for this one
     const auto culprit = culprit_behind(peer);
     if (heard_) name_what_was_heard();
-    if (!culprit) spend(fmt::format("{}; every rank answers, so MPI itself is stuck", waited));
+    if (!culprit)
+      spend(crema::detail::format("{}; every rank answers, so MPI itself is stuck", waited));
     if (*culprit == peer) give_up_on(peer, waited);
-    give_up_on(*culprit, fmt::format("{}, and the ranks it waits for lead to rank {}, which does "
+    give_up_on(*culprit,
+               crema::detail::format("{}, and the ranks it waits for lead to rank {}, which does "
                                      "not answer",
                                      waited, *culprit));
   }
@@ -610,12 +615,12 @@ class mpi_reducer {
     const auto& [sender, notice] = *heard_;
     if (const auto* problem = std::get_if<std::string>(&notice)) {
       give_up_on(static_cast<int>(sender),
-                 fmt::format("rank {} sent rank {} {} in step {}; refused", sender, rank_, *problem,
-                             step_ - 1));
+                 crema::detail::format("rank {} sent rank {} {} in step {}; refused", sender, rank_,
+                                       *problem, step_ - 1));
     }
     const auto& failure = std::get<detail::failure_notice>(notice);
-    spend(fmt::format("rank {} gave up on rank {} in step {}; rank {} stops too", sender,
-                      failure.rank, failure.step, rank_));
+    spend(crema::detail::format("rank {} gave up on rank {} in step {}; rank {} stops too", sender,
+                                failure.rank, failure.step, rank_));
   }
 
   // Tells every other rank but `culprit`, of this reducer and of the others in this process,

@@ -26,9 +26,9 @@ namespace detail {
 /// `call` the call's source text, D the device of the communicator it was made on.
 inline void nccl_check(ncclResult_t status, const char* call, std::optional<int> device = {}) {
   if (status != ncclSuccess) [[unlikely]] {
-    crema::detail::fail<collective_error>("{} failed{}: {}", call,
-                                          device ? fmt::format(" on device {}", *device) : "",
-                                          ncclGetErrorString(status));
+    crema::detail::fail<collective_error>(
+        "{} failed{}: {}", call, device ? crema::detail::format(" on device {}", *device) : "",
+        ncclGetErrorString(status));
   }
 }
 

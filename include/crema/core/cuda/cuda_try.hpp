@@ -31,7 +31,7 @@ namespace crema::detail {
     (void)cudaGetLastError();
     return {};
   }
-  return fmt::format(" on device {}", device);
+  return crema::detail::format(" on device {}", device);
 }
 
 /// Throws `crema::cuda_error` for a failed `status`; `call` is the call's source text, made on
@@ -39,9 +39,10 @@ namespace crema::detail {
 inline void cuda_check(cudaError_t status, const char* call, std::optional<int> device = {}) {
   if (status != cudaSuccess) [[unlikely]] {
     (void)cudaGetLastError();  // clear a non-sticky error so the next call starts clean
-    fail_with_code<cuda_error>(static_cast<int>(status), "{} failed{}: {}: {}", call,
-                               device ? fmt::format(" on device {}", *device) : on_current_device(),
-                               cudaGetErrorName(status), cudaGetErrorString(status));
+    fail_with_code<cuda_error>(
+        static_cast<int>(status), "{} failed{}: {}: {}", call,
+        device ? crema::detail::format(" on device {}", *device) : on_current_device(),
+        cudaGetErrorName(status), cudaGetErrorString(status));
   }
 }
 

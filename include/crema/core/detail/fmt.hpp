@@ -8,9 +8,39 @@
 #define FMT_USE_CONSTEXPR 1
 #endif
 
-#include <fmt/format.h>
+// The formatting core only: <fmt/format.h> brings the floating-point, locale and integer
+// writers, which every file that includes it compiles again (half the object code of a file
+// that builds a pipeline); the core calls the copies compiled once in the {fmt} library.
+#if __has_include(<fmt/base.h>)
+#include <fmt/base.h>  // {fmt} 11
+#else
+#include <fmt/core.h>
+#endif
+
+#include <iterator>
+#include <string>
 
 #if defined(__CUDACC__) && FMT_VERSION < 100000 && !FMT_USE_CONSTEXPR
-#error "crema: under nvcc, {fmt} 9 needs FMT_USE_CONSTEXPR=1, but {fmt} was included before crema \
+#error \
+    "crema: under nvcc, {fmt} 9 needs FMT_USE_CONSTEXPR=1, but {fmt} was included before crema \
 without it; include crema's headers first, or define FMT_USE_CONSTEXPR=1 for this file"
 #endif
+
+namespace crema::detail {
+
+/// `fmt::format`, from the formatting core alone ({fmt} 11 keeps `fmt::format` in
+/// <fmt/format.h>): the text of `format` with `args`. Through functions that are not templates
+/// only, so that a file compiled by another compiler than {fmt}'s library (clang++ against
+/// Debian's g++-built {fmt} 9, whose templates clang mangles otherwise) links.
+template <class... Args>
+[[nodiscard]] std::string format(fmt::format_string<Args...> format, Args&&... args) {
+#if FMT_VERSION >= 110000
+  std::string text;
+  fmt::vformat_to(std::back_inserter(text), format, fmt::make_format_args(args...));
+  return text;
+#else
+  return fmt::vformat(format, fmt::make_format_args(args...));
+#endif
+}
+
+}  // namespace crema::detail

@@ -155,7 +155,7 @@ class wire_reader {
 
   // What errors name: "datum 00000042_cat/img.jpg", or "datum" for a record without a key.
   [[nodiscard]] std::string subject() const {
-    return key_.empty() ? std::string(kind_) : fmt::format("{} {}", kind_, key_);
+    return key_.empty() ? std::string(kind_) : crema::detail::format("{} {}", kind_, key_);
   }
 
  private:

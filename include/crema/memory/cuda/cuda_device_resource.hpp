@@ -95,8 +95,9 @@ class cuda_device_resource {
     if (switch_device) (void)cudaSetDevice(previous);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      throw allocation_error(bytes, "device",
-                             fmt::format("{} on device {}", cudaGetErrorName(status), device_));
+      throw allocation_error(
+          bytes, "device",
+          crema::detail::format("{} on device {}", cudaGetErrorName(status), device_));
     }
     return pointer;
   }

@@ -16,10 +16,11 @@ inline void check_alignment(std::size_t bytes, std::size_t alignment, std::size_
                             std::string_view side) {
   if (!std::has_single_bit(alignment)) {
     throw allocation_error(bytes, side,
-                           fmt::format("alignment {} is not a power of two", alignment));
+                           crema::detail::format("alignment {} is not a power of two", alignment));
   }
   if (alignment > largest) {
-    throw allocation_error(bytes, side, fmt::format("alignment {} exceeds {}", alignment, largest));
+    throw allocation_error(bytes, side,
+                           crema::detail::format("alignment {} exceeds {}", alignment, largest));
   }
 }
 
@@ -34,7 +35,8 @@ template <class Allocate>
   if (alignment <= native) return allocate(bytes);
   const std::size_t extra = alignment + sizeof(void*);
   if (bytes > static_cast<std::size_t>(-1) - extra) {
-    throw allocation_error(bytes, side, fmt::format("{} more bytes to align it overflow", extra));
+    throw allocation_error(bytes, side,
+                           crema::detail::format("{} more bytes to align it overflow", extra));
   }
   auto* origin = static_cast<std::byte*>(allocate(bytes + extra));
   const auto first = reinterpret_cast<std::uintptr_t>(origin) + sizeof(void*);

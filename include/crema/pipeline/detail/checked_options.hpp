@@ -76,10 +76,10 @@ inline pipeline_options checked_options(const pipeline_options& chosen,
       slot_bytes && producer_bytes ? checked_add(*slot_bytes, *producer_bytes) : std::nullopt;
   const auto memory = physical_memory_bytes();
   if (total && (!memory || *total <= *memory)) return resolved;
-  const std::string need =
-      total ? fmt::format("{} bytes", *total) : std::string("more bytes than a size_t holds");
-  const std::string have =
-      memory ? fmt::format("the {} bytes of memory here", *memory) : std::string("any machine");
+  const std::string need = total ? crema::detail::format("{} bytes", *total)
+                                 : std::string("more bytes than a size_t holds");
+  const std::string have = memory ? crema::detail::format("the {} bytes of memory here", *memory)
+                                  : std::string("any machine");
   fail<config_error>(
       "pipeline: consumers {} x prefetch {} x batch_size {} records of {} bytes, and producers {} "
       "of {} bytes, need {}, more than {}",

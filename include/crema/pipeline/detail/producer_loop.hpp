@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/error.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/batch_slot.hpp>
 #include <crema/pipeline/detail/channel.hpp>
@@ -84,8 +85,8 @@ class producer_loop {
         own.emplace(prototype_);
       } catch (...) {
         run_.fail(std::current_exception(), failure_message([&] {
-                    return fmt::format("pipeline: copying the transform for producer {} failed",
-                                       id);
+                    return crema::detail::format(
+                        "pipeline: copying the transform for producer {} failed", id);
                   }));
       }
       warm_refill warm(options_.warm_refill_wait);
@@ -140,8 +141,9 @@ class producer_loop {
         if (!handed_on) break;  // end of a single pass, or stop
       }
     } catch (...) {
-      run_.fail(std::current_exception(),
-                failure_message([&] { return fmt::format("pipeline: producer {} failed", id); }));
+      run_.fail(std::current_exception(), failure_message([&] {
+                  return crema::detail::format("pipeline: producer {} failed", id);
+                }));
     }
     finish_producer();
   }
@@ -178,7 +180,7 @@ class producer_loop {
       const record_origin at =
           slot.size < slot.origins.size() ? slot.origins[slot.size] : record_origin{};
       failure = failure_note{std::current_exception(), failure_message([&] {
-                               return fmt::format(
+                               return crema::detail::format(
                                    "pipeline: source {} failed reading record {} (pass {})",
                                    reader_.key, at.position, at.epoch);
                              })};
@@ -212,7 +214,7 @@ class producer_loop {
       const record_origin at = slot.origins[i];
       const std::string key = record_key(slot, i);  // empty if the key fails too
       failure = failure_note{std::current_exception(), failure_message([&] {
-                               return fmt::format(
+                               return crema::detail::format(
                                    "pipeline: transform failed on record {} (pass {}) of {}{}",
                                    at.position, at.epoch, reader_.key, key);
                              })};
@@ -226,7 +228,7 @@ class producer_loop {
       } catch (...) {
         if (!failure) {
           failure = failure_note{std::current_exception(), failure_message([&] {
-                                   return fmt::format(
+                                   return crema::detail::format(
                                        "pipeline: finishing batch {} of consumer {} ({}, pass {} "
                                        "from record {}) failed",
                                        slot.sequence, slot.consumer, reader_.key, slot.epoch,
@@ -274,7 +276,7 @@ class producer_loop {
   std::string record_key(const slot_type& slot, std::size_t i) const noexcept {
     if constexpr (keyed_record_source<Source>) {
       try {
-        return fmt::format(" (key {})", reader_.source.record_key(slot.record(i)));
+        return crema::detail::format(" (key {})", reader_.source.record_key(slot.record(i)));
       } catch (...) {
         return {};
       }

@@ -3,7 +3,6 @@
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 
-#include <fmt/core.h>
 #include <mpi.h>
 
 #include <signal.h>
@@ -294,14 +293,14 @@ inline std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
     int error_class = 0;
     MPI_Error_class(end.code, &error_class);
     if (error_class == MPI_ERR_TRUNCATE) {
-      return fmt::format("a message longer than the {} bytes expected", expected);
+      return crema::detail::format("a message longer than the {} bytes expected", expected);
     }
-    return fmt::format("nothing MPI could deliver ({})", failure_text(end.code));
+    return crema::detail::format("nothing MPI could deliver ({})", failure_text(end.code));
   }
   int bytes = 0;
   MPI_Get_count(&end.status, MPI_BYTE, &bytes);
   if (bytes < 0 || static_cast<std::size_t>(bytes) != expected) {
-    return fmt::format("{} bytes where {} were expected", bytes, expected);
+    return crema::detail::format("{} bytes where {} were expected", bytes, expected);
   }
   return std::nullopt;
 }

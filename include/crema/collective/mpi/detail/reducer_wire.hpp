@@ -1,5 +1,7 @@
 #pragma once
 
+#include <crema/core/detail/fmt.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -7,8 +9,6 @@
 #include <span>
 #include <string>
 #include <variant>
-
-#include <fmt/core.h>
 
 // The messages an mpi_reducer's ranks send each other, on the reducer's own communicator, and
 // their checks: whatever bytes a rank receives, it uses them only once they have been found to be
@@ -82,7 +82,7 @@ template <class Message>
 [[nodiscard]] std::variant<Message, std::string> decode_exact(std::span<const std::byte> bytes,
                                                               const char* what) {
   if (bytes.size() != sizeof(Message)) {
-    return fmt::format("{} bytes where {} has {}", bytes.size(), what, sizeof(Message));
+    return crema::detail::format("{} bytes where {} has {}", bytes.size(), what, sizeof(Message));
   }
   Message message;
   std::memcpy(&message, bytes.data(), sizeof message);
@@ -96,7 +96,8 @@ template <class Message>
   auto decoded = decode_exact<failure_notice>(bytes, "a failure notice");
   const auto* notice = std::get_if<failure_notice>(&decoded);
   if (notice != nullptr && notice->rank >= ranks) {
-    return fmt::format("a failure notice naming rank {}, not a rank of {}", notice->rank, ranks);
+    return crema::detail::format("a failure notice naming rank {}, not a rank of {}", notice->rank,
+                                 ranks);
   }
   return decoded;
 }
@@ -119,7 +120,8 @@ struct waiting_reply {
   if (reply != nullptr &&
       (reply->waits_for < waits_for_anyone ||
        (reply->waits_for >= 0 && static_cast<std::uint64_t>(reply->waits_for) >= ranks))) {
-    return fmt::format("a reply naming rank {}, not a rank of {}", reply->waits_for, ranks);
+    return crema::detail::format("a reply naming rank {}, not a rank of {}", reply->waits_for,
+                                 ranks);
   }
   return decoded;
 }
@@ -140,10 +142,11 @@ struct waiting_reply {
   if (verdict == nullptr) return decoded;
   const auto kind = static_cast<std::uint64_t>(verdict->kind);
   if (kind > static_cast<std::uint64_t>(verdict_kind::malformed)) {
-    return fmt::format("a verdict of unknown kind {}", kind);
+    return crema::detail::format("a verdict of unknown kind {}", kind);
   }
   if (verdict->kind != verdict_kind::agreed && (verdict->rank == 0 || verdict->rank >= ranks)) {
-    return fmt::format("a verdict naming rank {}, not another rank of {}", verdict->rank, ranks);
+    return crema::detail::format("a verdict naming rank {}, not another rank of {}", verdict->rank,
+                                 ranks);
   }
   return decoded;
 }

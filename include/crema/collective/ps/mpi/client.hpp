@@ -158,15 +158,16 @@ class ps_client {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     if (static_cast<std::size_t>(count) != expected) {
-      spend(fmt::format("ps_client: rank {} got {} bytes from the server, rank {}, {}; {} expected",
-                        rank_, count, options_.server, what, expected));
+      spend(crema::detail::format(
+          "ps_client: rank {} got {} bytes from the server, rank {}, {}; {} expected", rank_, count,
+          options_.server, what, expected));
     }
   }
 
   [[noreturn]] void server_silent(const char* what) {
-    spend(
-        fmt::format("ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})",
-                    rank_, options_.server, options_.timeout.count(), what));
+    spend(crema::detail::format(
+        "ps_client: rank {} heard nothing from the server, rank {}, within {} ms ({})", rank_,
+        options_.server, options_.timeout.count(), what));
   }
 
   // Raises `message` as an mpi_error, and every later call with it.
@@ -229,8 +230,9 @@ std::optional<std::uint64_t> ps_client<T>::pull() {
   }
   if (reply.kind != detail::ps_reply_kind::work && reply.kind != detail::ps_reply_kind::done &&
       reply.kind != detail::ps_reply_kind::refused) {
-    spend(fmt::format("ps_client: rank {} got a reply of unknown kind {} from the server, rank {}",
-                      rank_, static_cast<std::uint64_t>(reply.kind), options_.server));
+    spend(crema::detail::format(
+        "ps_client: rank {} got a reply of unknown kind {} from the server, rank {}", rank_,
+        static_cast<std::uint64_t>(reply.kind), options_.server));
   }
   if (reply.kind == detail::ps_reply_kind::refused) {
     reply.reason[sizeof reply.reason - 1] = '\0';

@@ -274,7 +274,7 @@ class parameter_server {
     if (incoming_.size() == sizeof hello) std::memcpy(&hello, incoming_.data(), sizeof hello);
     if (hello.magic != detail::ps_magic || hello.count != parameters_.size() ||
         hello.value_bytes != sizeof(T)) {
-      refuse_all(fmt::format(
+      refuse_all(crema::detail::format(
           "parameter_server: rank {} has {} parameters of {} bytes; the server on rank {} has {} "
           "of {} bytes",
           c.rank, hello.count, hello.value_bytes, options_.server, parameters_.size(), sizeof(T)));
@@ -312,7 +312,7 @@ class parameter_server {
       return;
     }
     if (push.base_version > stats_.version) {
-      refuse_all(fmt::format(
+      refuse_all(crema::detail::format(
           "parameter_server: rank {} sent a diff computed on version {}; the server is at {}",
           c.rank, push.base_version, stats_.version));
     }
@@ -321,13 +321,13 @@ class parameter_server {
     try {
       const std::size_t bytes = encoded_diff_bytes<T>(encoded, sum_.size());
       if (bytes != encoded.size()) {
-        refuse_all(fmt::format(
+        refuse_all(crema::detail::format(
             "parameter_server: rank {} sent a diff of {} bytes with {} more bytes after it", c.rank,
             bytes, encoded.size() - bytes));
       }
     } catch (const format_error& e) {
-      refuse_all(fmt::format("parameter_server: rank {} sent a diff crema cannot read: {}", c.rank,
-                             e.what()));
+      refuse_all(crema::detail::format(
+          "parameter_server: rank {} sent a diff crema cannot read: {}", c.rank, e.what()));
     }
     const std::uint64_t staleness = stats_.version - push.base_version;
     record.max_staleness = std::max(record.max_staleness, staleness);
@@ -345,8 +345,8 @@ class parameter_server {
     try {
       add_encoded_diff<T>(encoded, std::span<T>(sum_));  // all or nothing
     } catch (const format_error& e) {
-      refuse_all(fmt::format("parameter_server: rank {} sent a diff crema cannot read: {}", c.rank,
-                             e.what()));
+      refuse_all(crema::detail::format(
+          "parameter_server: rank {} sent a diff crema cannot read: {}", c.rank, e.what()));
     }
     ++record.applied;
     record.max_applied_staleness = std::max(record.max_applied_staleness, staleness);

@@ -5,7 +5,6 @@
 #include <crema/collective/ps/options.hpp>
 #include <crema/core/error.hpp>
 
-#include <fmt/format.h>
 #include <mpi.h>
 
 #include <chrono>
@@ -99,15 +98,15 @@ owned_comm ps_communicator(MPI_Comm comm, std::size_t count, const ps_options& o
   MPI_Comm_size(own, &ranks);
   std::string problem;
   if (ranks < 2) {
-    problem =
-        fmt::format("{}: needs a server and at least one client; the communicator has {} rank",
-                    component, ranks);
+    problem = crema::detail::format(
+        "{}: needs a server and at least one client; the communicator has {} rank", component,
+        ranks);
   } else if (options.server < 0 || options.server >= ranks) {
-    problem = fmt::format("{}: server rank {} is not in a communicator of {} ranks", component,
-                          options.server, ranks);
+    problem = crema::detail::format("{}: server rank {} is not in a communicator of {} ranks",
+                                    component, options.server, ranks);
   } else if (server != (rank == options.server)) {
-    problem = fmt::format("{}: made on rank {} while the server is rank {}", component, rank,
-                          options.server);
+    problem = crema::detail::format("{}: made on rank {} while the server is rank {}", component,
+                                    rank, options.server);
   }
   if (!problem.empty()) crema::detail::fail<config_error>("{}", problem);
   return own;
