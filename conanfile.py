@@ -10,12 +10,15 @@ required_conan_version = ">=2.0"
 
 class CremaConan(ConanFile):
     name = "crema"
-    description = "Header-only C++20 machinery for deep-learning training engines"
+    description = "C++20 machinery for deep-learning training engines"
     topics = ("deep-learning", "header-only", "cuda", "mpi", "lmdb")
-    package_type = "header-library"
+    package_type = "header-library"  # a library where crema::image is compiled (configure)
     settings = "os", "arch", "compiler", "build_type"
-    # The CREMA_ENABLE_<X> switches of the CMake build, one option each.
+    # The CREMA_ENABLE_<X> switches of the CMake build, one option each; CREMA_HEADER_ONLY and
+    # BUILD_SHARED_LIBS for the components compiled into libraries (crema::image).
     options = {
+        "header_only": [True, False],
+        "shared": [True, False],
         "with_lmdb": [True, False],
         "with_image": [True, False],
         "with_cuda": [True, False],
@@ -23,13 +26,15 @@ class CremaConan(ConanFile):
         "with_mpi": [True, False],
     }
     default_options = {
+        "header_only": False,
+        "shared": False,
         "with_lmdb": True,
         "with_image": False,
         "with_cuda": False,
         "with_nccl": False,
         "with_mpi": False,
     }
-    exports_sources = "CMakeLists.txt", "cmake/*", "include/*"
+    exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*"
     no_copy_source = True
 
     def set_version(self):
@@ -39,9 +44,17 @@ class CremaConan(ConanFile):
                  for part in ("MAJOR", "MINOR", "PATCH")]
         self.version = ".".join(parts)
 
+    def _compiled(self):
+        # Only crema::image has code compiled into a library.
+        return bool(self.options.with_image) and not self.options.header_only
+
     def configure(self):
         if not self.options.with_cuda:
             self.options.with_nccl = False
+        if self._compiled():
+            self.package_type = "shared-library" if self.options.shared else "static-library"
+        else:
+            self.options.rm_safe("shared")
 
     def requirements(self):
         self.requires("fmt/[>=9.1 <12]", transitive_headers=True)
@@ -63,6 +76,7 @@ class CremaConan(ConanFile):
         for option in ("BUILD_TESTS", "BUILD_EXAMPLES", "BUILD_BENCHMARKS", "BUILD_DOCS"):
             toolchain.cache_variables[f"CREMA_{option}"] = False
         toolchain.cache_variables["CREMA_INSTALL"] = True
+        toolchain.cache_variables["CREMA_HEADER_ONLY"] = bool(self.options.header_only)
         for component in ("lmdb", "image", "cuda", "nccl", "mpi"):
             enabled = bool(self.options.get_safe(f"with_{component}"))
             toolchain.cache_variables[f"CREMA_ENABLE_{component.upper()}"] = "ON" if enabled else "OFF"
@@ -71,6 +85,8 @@ class CremaConan(ConanFile):
     def build(self):
         cmake = CMake(self)
         cmake.configure()
+        if self._compiled():
+            cmake.build(target="crema_libraries")
 
     def package(self):
         cmake = CMake(self)
@@ -79,12 +95,16 @@ class CremaConan(ConanFile):
     def package_id(self):
         # Headers only: one package serves every setting. The options stay in the id, since
         # they decide which components' files are installed.
-        self.info.settings.clear()
+        if not self._compiled():
+            self.info.settings.clear()
 
     def package_info(self):
         self.cpp_info.bindirs = []
-        self.cpp_info.libdirs = []
+        self.cpp_info.libdirs = ["lib"] if self._compiled() else []
+        if self._compiled():
+            self.cpp_info.libs = ["crema_image"]
         # The package installs its own cremaConfig.cmake, which finds the dependencies the
         # requested components need; consumers use that rather than a generated one.
         self.cpp_info.set_property("cmake_find_mode", "none")
-        self.cpp_info.builddirs = [os.path.join("share", "cmake", "crema")]
+        package_dir = "lib" if self._compiled() else "share"
+        self.cpp_info.builddirs = [os.path.join(package_dir, "cmake", "crema")]

@@ -4,13 +4,13 @@
 #   crema-<component>.pc   one per component this build has; Requires crema and the component's
 #                          own dependencies (lmdb, libturbojpeg + spng, MPI, CUDA, NCCL)
 #
-# Installed to share/pkgconfig (the headers are the same on every architecture). C++20 is the
-# consumer's choice of flag: `c++ -std=c++20 $(pkg-config --cflags --libs crema-lmdb) ...`.
+# Installed to share/pkgconfig when every component is headers (the same on every architecture),
+# else to <libdir>/pkgconfig beside the libraries. C++20 is the consumer's choice of flag: `c++ -std=c++20 $(pkg-config --cflags --libs crema-lmdb) ...`.
 # Included from CMakeLists.txt's install block, after the components were found.
 
 include_guard(GLOBAL)
 
-set(crema_pkgconfig_dir "${CMAKE_INSTALL_DATADIR}/pkgconfig")
+set(crema_pkgconfig_dir "${crema_package_dir}/pkgconfig")
 
 # The prefix as seen from the .pc file's folder, so that an install can be moved.
 file(RELATIVE_PATH pc_prefix_from_pcfiledir
@@ -20,6 +20,11 @@ if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
   set(pc_includedir "${CMAKE_INSTALL_INCLUDEDIR}")
 else()
   set(pc_includedir "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(pc_libdir "${CMAKE_INSTALL_LIBDIR}")
+else()
+  set(pc_libdir "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
 endif()
 
 # crema_pkgconfig_write(<file-name> NAME <name> DESCRIPTION <text> [REQUIRES <module>...]
@@ -66,8 +71,13 @@ if(crema_lmdb_enabled)
 endif()
 
 if(crema_image_enabled)
+  set(image_libs "")
+  if("image" IN_LIST crema_compiled_components)
+    set(image_libs "-L\${libdir}" -lcrema_image)
+  endif()
   crema_pkgconfig_write(crema-image NAME crema-image
-    DESCRIPTION "crema: JPEG and PNG images" REQUIRES crema libturbojpeg libjpeg spng)
+    DESCRIPTION "crema: JPEG and PNG images" REQUIRES crema libturbojpeg libjpeg spng
+    LIBS ${image_libs})
 endif()
 
 if(crema_mpi_enabled)

@@ -8,6 +8,7 @@
 #endif
 #if defined(CREMA_USES_IMAGE)
 #include <crema/io/image/image_codec.hpp>
+#include <crema/io/image/image_transform.hpp>
 #endif
 #if defined(CREMA_USES_MPI)
 #include <crema/collective/mpi/mpi_reducer.hpp>
@@ -26,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 int main() {
@@ -58,6 +60,12 @@ int main() {
     crema::image_decoder decoder;
     const auto decoded = decoder.decode(png, "consumer.png");
     check(decoded.width == 8 && decoded(0, 3, 3) == 200, "image png round trip");
+    // The transform's code is in the crema::image library (unless built header-only).
+    crema::image_transform transform(
+        {.geometry = crema::resize_center_crop{8, 4, 4}, .decode = {.channels = 3}});
+    std::vector<std::uint8_t> sample(transform.shape().elements());
+    transform(png, std::span<std::uint8_t>(sample), crema::sample_rng(1, 0, 0), "consumer.png");
+    check(sample[0] == 200 && sample.back() == 200, "image transform linked");
   }
 #endif
 #if defined(CREMA_USES_MPI)

@@ -32,7 +32,7 @@ tools.cmake.cmaketoolchain:generator=Ninja
 ")
 # The recipe is exported from a copy, so the source tree gets no conan output in it.
 file(COPY "${CREMA_SOURCE_DIR}/conanfile.py" "${CREMA_SOURCE_DIR}/CMakeLists.txt"
-          "${CREMA_SOURCE_DIR}/cmake" "${CREMA_SOURCE_DIR}/include"
+          "${CREMA_SOURCE_DIR}/cmake" "${CREMA_SOURCE_DIR}/include" "${CREMA_SOURCE_DIR}/src"
           "${CREMA_SOURCE_DIR}/test_package" DESTINATION "${WORK_DIR}/recipe")
 run_step("conan" "${conan}" create "${WORK_DIR}/recipe" -pr:a "${WORK_DIR}/debian" --build=missing
     -o "crema/*:with_lmdb=True")

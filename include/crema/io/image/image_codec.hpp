@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/io/image/decode_options.hpp>
 #include <crema/io/image_view.hpp>
 
 #include <spng.h>
@@ -26,23 +27,6 @@ namespace crema {
 
 /// @brief The container an encoded image comes in.
 enum class image_format { jpeg, png };
-
-/// @brief The order of a colour image's three channels.
-enum class channel_order {
-  bgr,  ///< OpenCV's and so Caffe's (raw records made by convert_imageset are BGR too)
-  rgb,  ///< what torchvision and most other tools give
-};
-
-/// @brief How an `image_decoder` decodes.
-struct image_decode_options {
-  /// 0: as stored (1 for grayscale, 3 for colour; alpha is dropped); 1: gray (colour converted
-  /// with OpenCV's BT.601 weights); 3: colour (gray repeated).
-  std::size_t channels = 0;
-  channel_order order = channel_order::bgr;
-  /// Images with more pixels are refused before anything is allocated for them (a corrupt or
-  /// hostile header can claim 2^32 x 2^32).
-  std::size_t max_pixels = std::size_t{1} << 28;
-};
 
 /// @brief What a header says: the format and the decoded dimensions.
 struct image_info {

@@ -77,7 +77,8 @@ class image_folder_source : public detail::image_file_source<image_folder_source
                        });
   }
 
-  [[noreturn]] static void io_failed(const std::filesystem::path& path, const std::error_code& error) {
+  [[noreturn]] static void io_failed(const std::filesystem::path& path,
+                                     const std::error_code& error) {
     detail::fail_with_code<io_error>(error.value(), "image_folder_source: cannot read {}: {}",
                                      path.string(), error.message());
   }
@@ -115,8 +116,8 @@ class image_folder_source : public detail::image_file_source<image_folder_source
     for (std::size_t label = 0; label < found.classes.size(); ++label) {
       const fs::path class_folder = root / found.classes[label];
       files.clear();
-      fs::recursive_directory_iterator walk(
-          class_folder, fs::directory_options::follow_directory_symlink, error);
+      fs::recursive_directory_iterator walk(class_folder,
+                                            fs::directory_options::follow_directory_symlink, error);
       if (error) io_failed(class_folder, error);
       for (; walk != fs::recursive_directory_iterator(); walk.increment(error)) {
         if (error) io_failed(class_folder, error);

@@ -90,9 +90,8 @@ class image_list_source : public detail::image_file_source<image_list_source> {
     std::size_t split = line.size();
     while (split > 0 && !is_space(line[split - 1])) --split;
     if (split == 0) {
-      detail::fail<format_error>(
-          "image_list_source: {} line {}: expected 'path label', got '{}'", list, number,
-          shown(line));
+      detail::fail<format_error>("image_list_source: {} line {}: expected 'path label', got '{}'",
+                                 list, number, shown(line));
     }
     const std::string_view label_text = line.substr(split);
     const std::string_view path = trim(line.substr(0, split));
@@ -103,8 +102,9 @@ class image_list_source : public detail::image_file_source<image_list_source> {
         (status == std::errc{} && end == label_text.data() + label_text.size() &&
          (label < std::numeric_limits<std::int32_t>::min() ||
           label > std::numeric_limits<std::int32_t>::max()))) {
-      detail::fail<format_error>("image_list_source: {} line {}: label {} is out of the range of int",
-                                 list, number, label_text);
+      detail::fail<format_error>(
+          "image_list_source: {} line {}: label {} is out of the range of int", list, number,
+          label_text);
     }
     if (status != std::errc{} || end != label_text.data() + label_text.size()) {
       detail::fail<format_error>("image_list_source: {} line {}: label '{}' is not an integer",
@@ -114,8 +114,8 @@ class image_list_source : public detail::image_file_source<image_list_source> {
     const bool leaves_root = relative.is_absolute() || relative.has_root_name() ||
                              (!relative.empty() && *relative.begin() == "..");
     if (leaves_root) {
-      detail::fail<format_error>("image_list_source: {} line {}: path {} leaves the root {}",
-                                 list, number, shown(path), root.string());
+      detail::fail<format_error>("image_list_source: {} line {}: path {} leaves the root {}", list,
+                                 number, shown(path), root.string());
     }
     if (relative.empty() || relative == "." || !relative.has_filename()) {
       detail::fail<format_error>("image_list_source: {} line {}: path '{}' names no file", list,

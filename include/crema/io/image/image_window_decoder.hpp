@@ -2,6 +2,7 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/decode_plan.hpp>
+#include <crema/io/image/decode_options.hpp>
 #include <crema/io/image/detail/libjpeg.hpp>
 #include <crema/io/image/image_codec.hpp>
 
@@ -23,26 +24,6 @@
 /// PNG is decoded whole, then handed over the same way. Component `crema::image`.
 
 namespace crema {
-
-/// @brief How an `image_window_decoder` decodes.
-struct window_decode_options {
-  /// 3: colour (gray repeated); 1: gray (for JPEG, the luma libjpeg decodes); 0: as stored.
-  std::size_t channels = 3;
-  /// RGB by default, as torchvision and most models trained today expect.
-  channel_order order = channel_order::rgb;
-  /// Images with more pixels are refused before anything is allocated for them.
-  std::size_t max_pixels = std::size_t{1} << 28;
-  /// libjpeg's warnings (corrupt data it could decode past, such as "premature end of data
-  /// segment" for a file cut short) are errors unless this is set.
-  bool accept_warnings = false;
-  /// Decode JPEG windows smaller (1/2, 1/4, 1/8) where the plan's minimum size allows.
-  bool dct_scaling = true;
-  /// With `dct_scaling`: whether a window keeps the plan's minimum size (`exact`), or 3/4 of it
-  /// (`reduced`: faster, less detail; see `decode_detail`).
-  decode_detail detail = decode_detail::exact;
-  /// Rows handed over at a time (at least libjpeg's own minimum).
-  std::size_t band_rows = 16;
-};
 
 /// @brief A transform's side of window decoding: `start` once with the decoded region's shape,
 /// then `rows` for each band, top to bottom, every row once.
@@ -97,7 +78,8 @@ class image_window_decoder {
   template <window_sink Sink>
   void decode(std::span<const std::byte> bytes, const decode_plan& plan, std::string_view key,
               Sink& sink) {
-    decode(bytes, key, [&](const image_info&) { return plan; }, sink);
+    decode(
+        bytes, key, [&](const image_info&) { return plan; }, sink);
   }
 
   /// @brief Reads the header, asks `plan_for(info)` for the plan (the header is read once), then
@@ -167,8 +149,7 @@ class image_window_decoder {
     detail::fail<format_error>("image {}: JPEG {}: {}", key, what, why);
   }
 
-  void read_jpeg_header(jpeg_state& state, std::span<const std::byte> bytes,
-                        std::string_view key) {
+  void read_jpeg_header(jpeg_state& state, std::span<const std::byte> bytes, std::string_view key) {
     state.errors.message[0] = '\0';
     if (!detail::libjpeg_read_header(state.info, state.errors,
                                      reinterpret_cast<const unsigned char*>(bytes.data()),
@@ -210,8 +191,7 @@ class image_window_decoder {
 
   // The header is read; the guard of the caller ends the decompression.
   template <class Sink>
-  void decode_jpeg(jpeg_state& state, const decode_plan& plan, std::string_view key,
-                   Sink& sink) {
+  void decode_jpeg(jpeg_state& state, const decode_plan& plan, std::string_view key, Sink& sink) {
     jpeg_decompress_struct& info = state.info;
     check_window(plan, info.image_height, info.image_width, key);
     const pixel_window& window = plan.window;
@@ -235,8 +215,8 @@ class image_window_decoder {
     const std::size_t x1 =
         std::min<std::size_t>((window.left + window.width + scale - 1) / scale, info.output_width);
     const std::size_t y0 = window.top / scale;
-    const std::size_t y1 = std::min<std::size_t>((window.top + window.height + scale - 1) / scale,
-                                                 info.output_height);
+    const std::size_t y1 =
+        std::min<std::size_t>((window.top + window.height + scale - 1) / scale, info.output_height);
     // Fancy upsampling (4:2:2, 4:2:0) blends each pixel with the next chroma sample, which a
     // region's edge column lacks: decoded there, the window's edge columns would differ from a
     // whole-image decode. So the region reaches past the window by a chroma sample and more on
@@ -273,13 +253,12 @@ class image_window_decoder {
     const std::size_t region_width = x1 - x0;
     if (cmyk) grow(converted_, region_width * channels * band);
 
-    sink.start(decoded_window{channels, y1 - y0, region_width, scale,
-                              static_cast<double>(window.top) / static_cast<double>(scale) -
-                                  static_cast<double>(y0),
-                              static_cast<double>(window.left) / static_cast<double>(scale) -
-                                  static_cast<double>(x0),
-                              static_cast<double>(window.height) / static_cast<double>(scale),
-                              static_cast<double>(window.width) / static_cast<double>(scale)});
+    sink.start(decoded_window{
+        channels, y1 - y0, region_width, scale,
+        static_cast<double>(window.top) / static_cast<double>(scale) - static_cast<double>(y0),
+        static_cast<double>(window.left) / static_cast<double>(scale) - static_cast<double>(x0),
+        static_cast<double>(window.height) / static_cast<double>(scale),
+        static_cast<double>(window.width) / static_cast<double>(scale)});
     for (std::size_t row = y0; row < y1;) {
       const std::size_t want = std::min(band, y1 - row);
       std::size_t got = 0;
@@ -337,7 +316,7 @@ class image_window_decoder {
 
   window_decode_options options_;
   std::unique_ptr<jpeg_state> jpeg_;
-  image_decoder png_;  // PNG, decoded whole (and JPEG headers it is asked for)
+  image_decoder png_;                    // PNG, decoded whole (and JPEG headers it is asked for)
   std::vector<std::uint8_t> band_;       // rows as libjpeg writes them (whole iMCU columns)
   std::vector<std::uint8_t> converted_;  // CMYK bands, converted
   std::vector<JSAMPROW> row_pointers_;

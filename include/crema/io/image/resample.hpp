@@ -1,8 +1,9 @@
 #pragma once
 
 #include <crema/core/error.hpp>
-#include <crema/io/detail/rgb_split.hpp>
 #include <crema/io/decode_plan.hpp>
+#include <crema/io/detail/rgb_split.hpp>
+#include <crema/io/image/image_geometry.hpp>
 
 #include <algorithm>
 #include <array>
@@ -53,14 +54,6 @@ class value_normalizer {
   float std_;
   bool corrected_;  // the corrected reciprocals give every value's true quotients
   std::array<float, 256> table_{};
-};
-
-/// @brief A region of an image to resample, in its pixels (fractional; Pillow's `box`).
-struct resample_box {
-  double top = 0;
-  double left = 0;
-  double height = 0;
-  double width = 0;
 };
 
 namespace detail {
