@@ -95,7 +95,7 @@ class CremaConan(ConanFile):
     def package_id(self):
         # Headers only: one package serves every setting. The options stay in the id, since
         # they decide which components' files are installed.
-        if not self._compiled():
+        if not self.info.options.with_image or self.info.options.header_only:
             self.info.settings.clear()
 
     def package_info(self):
