@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/collective/detail/elementwise.hpp>
+#include <crema/core/detail/cpu_features.hpp>
 #include <crema/core/error.hpp>
 
 #include <algorithm>
@@ -16,10 +17,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <cpuid.h>
+#if defined(CREMA_X86_KERNELS)
 #include <immintrin.h>
-#define CREMA_F16C_PATH 1
 #endif
 
 /// @file
@@ -217,17 +216,7 @@ void add_halves_one_by_one(const std::byte* halves, T* into, std::size_t count) 
   }
 }
 
-#if defined(CREMA_F16C_PATH)
-[[nodiscard]] inline bool has_f16c() {
-  // clang knows "avx" but not "f16c" as a feature name: F16C is read from CPUID leaf 1.
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
-           (ecx & bit_F16C) != 0;
-  }();
-  return has;
-}
-
+#if defined(CREMA_X86_KERNELS)
 __attribute__((target("avx,f16c"))) inline void send_halves_f16c(float* owed, std::byte* out,
                                                                  std::size_t count) {
   // min and max return their second operand for a NaN: a NaN passes through, as one by one.
@@ -257,9 +246,9 @@ __attribute__((target("avx,f16c"))) inline void add_halves_f16c(const std::byte*
 
 template <class T>
 void send_halves(T* owed, std::byte* out, std::size_t count) {
-#if defined(CREMA_F16C_PATH)
+#if defined(CREMA_X86_KERNELS)
   if constexpr (std::is_same_v<T, float>) {
-    if (has_f16c()) return send_halves_f16c(owed, out, count);
+    if (host_cpu().f16c) return send_halves_f16c(owed, out, count);
   }
 #endif
   send_halves_one_by_one(owed, out, count);
@@ -267,9 +256,9 @@ void send_halves(T* owed, std::byte* out, std::size_t count) {
 
 template <class T>
 void add_halves(const std::byte* halves, T* into, std::size_t count) {
-#if defined(CREMA_F16C_PATH)
+#if defined(CREMA_X86_KERNELS)
   if constexpr (std::is_same_v<T, float>) {
-    if (has_f16c()) return add_halves_f16c(halves, into, count);
+    if (host_cpu().f16c) return add_halves_f16c(halves, into, count);
   }
 #endif
   add_halves_one_by_one(halves, into, count);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/cpu_features.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/caffe_normalization.hpp>
@@ -26,10 +27,8 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-// AVX2 where the processor has it, chosen at run time: GCC and Clang compile a function for an
-// instruction set the rest of the program does not assume (`target`).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define CREMA_TRANSFORM_AVX2 1
+// AVX2 where the processor has it, chosen at run time (core/detail/cpu_features.hpp).
+#if defined(CREMA_X86_KERNELS)
 #include <immintrin.h>
 #endif
 
@@ -42,8 +41,8 @@ namespace detail {
 enum class byte_row_isa { plain, sse2, avx2 };
 
 [[nodiscard]] inline byte_row_isa best_byte_row_isa() noexcept {
-#if defined(CREMA_TRANSFORM_AVX2)
-  if (__builtin_cpu_supports("avx2")) return byte_row_isa::avx2;
+#if defined(CREMA_X86_KERNELS)
+  if (host_cpu().avx2) return byte_row_isa::avx2;
 #endif
 #if defined(__SSE2__)
   return byte_row_isa::sse2;
@@ -270,7 +269,7 @@ class caffe_transform {
     float* const first_row = out.data() + first * shape.width;
     const auto isa = detail::byte_rows().load(std::memory_order_relaxed);
     const bool stream = streams(out, shape.width);
-#if defined(CREMA_TRANSFORM_AVX2)
+#if defined(CREMA_X86_KERNELS)
     if constexpr (std::is_same_v<T, std::uint8_t>) {
       if (rows.channels == 3 && rows.column_stride == 3 && rows.channel_stride == 1 &&
           isa == detail::byte_row_isa::avx2) {
@@ -320,7 +319,7 @@ class caffe_transform {
                      rows.height, scale, crop.mirror, stream, isa);
       }
     }
-#if defined(CREMA_TRANSFORM_AVX2)
+#if defined(CREMA_X86_KERNELS)
     // Streamed lines are not ordered with later stores: the batch is handed on only after them.
     if (stream) _mm_sfence();
 #endif
@@ -360,7 +359,7 @@ class caffe_transform {
   // Whether a record's output goes past the caches (`stream_from_bytes`); only the AVX2 planes
   // of bytes stream, so the rows must suit them.
   bool streams(std::span<const float> out, std::size_t width) const noexcept {
-#if defined(CREMA_TRANSFORM_AVX2)
+#if defined(CREMA_X86_KERNELS)
     return out.size_bytes() >= options_.stream_from_bytes && width % 4 == 0 &&
            reinterpret_cast<std::uintptr_t>(out.data()) % 16 == 0;
 #else
@@ -377,7 +376,7 @@ class caffe_transform {
   static void plane(const T* from, std::size_t from_stride, std::size_t step, const float* mean,
                     std::size_t mean_stride, float* to, std::size_t width, std::size_t height,
                     float scale, bool mirror, bool stream, detail::byte_row_isa isa) noexcept {
-#if defined(CREMA_TRANSFORM_AVX2)
+#if defined(CREMA_X86_KERNELS)
     if constexpr (std::is_same_v<T, std::uint8_t>) {
       if (step == 1 && isa == detail::byte_row_isa::avx2) {
         const auto run = [&]<bool Mirror, bool Stream>() {
@@ -515,7 +514,7 @@ class caffe_transform {
     for (std::size_t w = 0; w < width; ++w) to[Mirror ? width - 1 - w : w] = from[w];
   }
 
-#if defined(CREMA_TRANSFORM_AVX2)
+#if defined(CREMA_X86_KERNELS)
   // Eight values to `to`: through the caches, or past them in two 16-byte non-temporal stores
   // (`to` 16-byte aligned).
   template <bool Stream>
@@ -582,7 +581,7 @@ class caffe_transform {
   }
 #endif
 
-#if defined(CREMA_TRANSFORM_AVX2)
+#if defined(CREMA_X86_KERNELS)
   // Rows of interleaved 3-channel bytes (what image decoders give) into three planes with AVX2:
   // eight pixels a step, each channel's eight bytes gathered from 24 by two byte shuffles, then
   // the arithmetic of the plain loop in its order (the same bits). `means[c]` is the mean image's

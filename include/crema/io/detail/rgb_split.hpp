@@ -1,17 +1,18 @@
 #pragma once
 
+#include <crema/core/detail/cpu_features.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
 // Where the processor may have AVX2 (chosen at run time by the callers, which are compiled for
-// it with `target`).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define CREMA_RGB_SPLIT 1
+// it with `target`; core/detail/cpu_features.hpp).
+#if defined(CREMA_X86_KERNELS)
 #include <immintrin.h>
 #endif
 
-#if defined(CREMA_RGB_SPLIT)
+#if defined(CREMA_X86_KERNELS)
 namespace crema::detail {
 
 // Splits eight interleaved 3-channel pixels (the 24 bytes at `from`, what image decoders give)

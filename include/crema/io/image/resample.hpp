@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/cpu_features.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/decode_plan.hpp>
 #include <crema/io/detail/rgb_split.hpp>
@@ -15,9 +16,8 @@
 #include <span>
 #include <vector>
 
-// AVX2 where the processor has it, chosen at run time (`target`), as caffe_transform does.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define CREMA_RESAMPLE_AVX2 1
+// AVX2 where the processor has it, chosen at run time (core/detail/cpu_features.hpp).
+#if defined(CREMA_X86_KERNELS)
 #include <immintrin.h>
 #endif
 
@@ -63,8 +63,8 @@ namespace detail {
 enum class resample_isa { plain, avx2 };
 
 [[nodiscard]] inline resample_isa best_resample_isa() noexcept {
-#if defined(CREMA_RESAMPLE_AVX2)
-  if (__builtin_cpu_supports("avx2")) return resample_isa::avx2;
+#if defined(CREMA_X86_KERNELS)
+  if (host_cpu().avx2) return resample_isa::avx2;
 #endif
   return resample_isa::plain;
 }
@@ -285,7 +285,7 @@ class band_resampler {
             out[c * in_width_ + column(x)] = in[x * channels_ + c];
         }
       } else if (channels_ == 3) {
-#if defined(CREMA_RESAMPLE_AVX2)
+#if defined(CREMA_X86_KERNELS)
         if (isa_ == detail::resample_isa::avx2) {
           across_rgb_avx2(in, out);
           continue;
@@ -310,7 +310,7 @@ class band_resampler {
     const std::size_t values = out_width_ * channels_;
     sums_.resize(values);
     out_row_.resize(values);
-#if defined(CREMA_RESAMPLE_AVX2)
+#if defined(CREMA_X86_KERNELS)
     if (isa_ == detail::resample_isa::avx2) {
       for (std::size_t row = 0; row < out_height_; ++row) {
         down_avx2(row, values);
@@ -357,7 +357,7 @@ class band_resampler {
     }
   }
 
-#if defined(CREMA_RESAMPLE_AVX2)
+#if defined(CREMA_X86_KERNELS)
   // Pillow's clip8 on eight sums: the value, clamped to [0, 255].
   [[gnu::target("avx2")]] static __m256i clip8_avx2(__m256i sums) noexcept {
     return _mm256_min_epi32(
@@ -602,12 +602,7 @@ namespace detail {
   return std::fma(std::fma(-q, b, a), r, q);
 }
 
-#if defined(CREMA_RESAMPLE_AVX2)
-[[nodiscard]] inline bool has_fma() noexcept {
-  static const bool has = __builtin_cpu_supports("fma");
-  return has;
-}
-
+#if defined(CREMA_X86_KERNELS)
 [[gnu::target("avx2,fma")]] inline __m256 corrected_quotient_avx2(__m256 a, __m256 b,
                                                                   __m256 r) noexcept {
   const __m256 q = _mm256_mul_ps(a, r);
@@ -657,8 +652,8 @@ inline value_normalizer::value_normalizer(float mean, float std) noexcept
 
 inline void value_normalizer::operator()(const std::uint8_t* values, std::size_t count,
                                          float* out) const noexcept {
-#if defined(CREMA_RESAMPLE_AVX2)
-  if (corrected_ && detail::has_fma() &&
+#if defined(CREMA_X86_KERNELS)
+  if (corrected_ && detail::host_cpu().fma &&
       detail::resample_rows().load(std::memory_order_relaxed) == detail::resample_isa::avx2) {
     detail::normalize_values_avx2(values, count, mean_, std_, out);
     return;
