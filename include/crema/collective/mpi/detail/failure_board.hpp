@@ -1,6 +1,6 @@
 #pragma once
 
-#include <crema/collective/mpi/detail/mpi_support.hpp>
+#include <crema/collective/mpi/detail/bounded_waits.hpp>
 #include <crema/collective/mpi/detail/reducer_wire.hpp>
 
 #include <mpi.h>

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <crema/collective/mpi/detail/abandoned_requests.hpp>
+#include <crema/collective/mpi/detail/bounded_waits.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/ps/compression.hpp>
 #include <crema/collective/ps/mpi/wire.hpp>
