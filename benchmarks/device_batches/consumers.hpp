@@ -15,8 +15,8 @@
 #include "common/ratio_report.hpp"
 #include "device_batches/shape.hpp"
 
+#include <crema/core/record_shape.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <benchmark/benchmark.h>

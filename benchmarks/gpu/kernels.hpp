@@ -3,8 +3,8 @@
 // The consumer's side of the GPU benchmarks: kernels that stand for a training step, launched from
 // C++ compiled by the host compiler (the kernels themselves are in kernels.cu, built by nvcc).
 
+#include <crema/core/record_shape.hpp>
 #include <crema/io/caffe/caffe_normalization.hpp>
-#include <crema/pipeline/record_shape.hpp>
 
 #include <cuda_runtime_api.h>
 

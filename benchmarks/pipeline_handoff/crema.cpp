@@ -1,8 +1,8 @@
 // crema's side: coroutine producers fill 64-record batch slots from a pool of 4 and hand them
 // over through a lock-free queue_pair; the consumer takes whole batches.
+#include <crema/core/queue_pair.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/producer_task.hpp>
-#include <crema/pipeline/queue_pair.hpp>
 
 #include "pipeline_handoff/shape.hpp"
 

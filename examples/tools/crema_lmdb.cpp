@@ -3,12 +3,12 @@
 
 #include "cli.hpp"
 
+#include <crema/core/record_shape.hpp>
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <fmt/format.h>

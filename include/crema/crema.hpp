@@ -13,6 +13,8 @@
 #include <crema/core/error.hpp>
 #include <crema/core/generator.hpp>
 #include <crema/core/host_threads.hpp>
+#include <crema/core/queue_pair.hpp>
+#include <crema/core/slot_pool.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/memory/device_span.hpp>
 #include <crema/memory/emulated_device_resource.hpp>
@@ -29,9 +31,7 @@
 #include <crema/pipeline/indexed_source.hpp>
 #include <crema/pipeline/lease.hpp>
 #include <crema/pipeline/pipeline_options.hpp>
-#include <crema/pipeline/queue_pair.hpp>
 #include <crema/pipeline/sample_context.hpp>
-#include <crema/pipeline/slot_pool.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
 #include <crema/pipeline/stats.hpp>

@@ -1,7 +1,7 @@
+#include <crema/core/queue_pair.hpp>
+#include <crema/core/slot_pool.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/producer_task.hpp>
-#include <crema/pipeline/queue_pair.hpp>
-#include <crema/pipeline/slot_pool.hpp>
 
 #include "common/watchdog.hpp"
 

@@ -1,16 +1,16 @@
 #pragma once
 
+#include <crema/core/batch_label.hpp>
 #include <crema/core/detail/checked.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/memory/device_span.hpp>
 #include <crema/memory/emulated_device_resource.hpp>
 #include <crema/memory/host_malloc_resource.hpp>
 #include <crema/memory/resource.hpp>
 #include <crema/memory/synced_buffer.hpp>
-#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/batch_uploader.hpp>
 #include <crema/pipeline/detail/record_guard.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cstddef>

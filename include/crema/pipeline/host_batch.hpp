@@ -1,9 +1,9 @@
 #pragma once
 
+#include <crema/core/batch_label.hpp>
 #include <crema/core/error.hpp>
-#include <crema/pipeline/batch_label.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/pipeline/detail/record_guard.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cstddef>

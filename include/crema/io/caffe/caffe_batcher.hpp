@@ -1,12 +1,12 @@
 #pragma once
 
+#include <crema/core/batch_label.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/caffe/caffe_transform.hpp>
 #include <crema/io/caffe/datum.hpp>
 #include <crema/io/decode_plan.hpp>
 #include <crema/io/image_view.hpp>
-#include <crema/pipeline/batch_label.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cstddef>

@@ -2,7 +2,7 @@
 
 #include <crema/core/detail/host_device.hpp>
 #include <crema/core/error.hpp>
-#include <crema/pipeline/record_shape.hpp>
+#include <crema/core/record_shape.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +11,8 @@
 /// @file
 /// What is left of a `caffe_transform` once a batch of `std::uint8_t` pixels holds each record's
 /// crop and mirror: the mean and the scale, applied where the batch is used (on the device,
-/// `cuda::caffe_normalize` in `<crema/io/caffe/cuda/caffe_normalize.cuh>`; here, on the host), with the
-/// float path's arithmetic, so that the values are its own, bit for bit. Such a batch uploads a
+/// `cuda::caffe_normalize` in `<crema/io/caffe/cuda/caffe_normalize.cuh>`; here, on the host), with
+/// the float path's arithmetic, so that the values are its own, bit for bit. Such a batch uploads a
 /// quarter of the float path's bytes.
 
 namespace crema {

@@ -2,11 +2,11 @@
 
 #include <crema/core/detail/cpu_features.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/caffe_normalization.hpp>
 #include <crema/io/detail/rgb_split.hpp>
 #include <crema/io/image_view.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <algorithm>

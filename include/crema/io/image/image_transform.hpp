@@ -1,11 +1,11 @@
 #pragma once
 
+#include <crema/core/batch_label.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/image/color_jitter.hpp>
 #include <crema/io/image/decode_options.hpp>
 #include <crema/io/image/encoded_sample_reader.hpp>
 #include <crema/io/image/image_geometry.hpp>
-#include <crema/pipeline/batch_label.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <array>

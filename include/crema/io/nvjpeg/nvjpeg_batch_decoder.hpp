@@ -3,6 +3,7 @@
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/resample_jobs.hpp>
@@ -14,7 +15,6 @@
 #include <crema/memory/cuda/cuda_device_resource.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/cuda/host_pinned_resource.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cuda_runtime_api.h>

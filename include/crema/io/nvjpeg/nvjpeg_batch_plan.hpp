@@ -2,6 +2,7 @@
 
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/resample_jobs.hpp>
@@ -10,7 +11,6 @@
 #include <crema/io/nvjpeg/detail/nvjpeg_objects.hpp>
 #include <crema/io/nvjpeg/nvjpeg_library.hpp>
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cuda_runtime_api.h>

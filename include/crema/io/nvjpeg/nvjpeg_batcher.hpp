@@ -1,8 +1,10 @@
 #pragma once
 
+#include <crema/core/batch_label.hpp>
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
 #include <crema/core/error.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/image/encoded_sample_reader.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
@@ -10,9 +12,7 @@
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/memory/cuda/host_pinned_resource.hpp>
 #include <crema/memory/device_span.hpp>
-#include <crema/pipeline/batch_label.hpp>
 #include <crema/pipeline/device_batch.hpp>
-#include <crema/pipeline/record_shape.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include <cuda_runtime_api.h>

@@ -1,8 +1,8 @@
 #pragma once
 
+#include <crema/core/slot_pool.hpp>
 #include <crema/pipeline/lease.hpp>
 #include <crema/pipeline/sample_context.hpp>
-#include <crema/pipeline/slot_pool.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/transform.hpp>
 

@@ -1,9 +1,9 @@
 #pragma once
 
+#include <crema/core/queue_pair.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/channel_state.hpp>
 #include <crema/pipeline/lease.hpp>
-#include <crema/pipeline/queue_pair.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <crema/pipeline/slot_pool.hpp>
+#include <crema/core/slot_pool.hpp>
 
 #include <atomic>
 #include <coroutine>

@@ -1,9 +1,9 @@
 #pragma once
 
 #include <crema/core/cuda/cuda_try.hpp>
+#include <crema/core/record_shape.hpp>
 #include <crema/io/caffe/caffe_normalization.hpp>
 #include <crema/memory/device_span.hpp>
-#include <crema/pipeline/record_shape.hpp>
 
 #include <cuda_runtime.h>
 
