@@ -4,7 +4,8 @@ DataLoader, on a folder of JPEGs cut from photographs (benchmarks/jpeg_input/mak
 through RandomResizedCrop(224) + flip + Normalize and Resize(256) + CenterCrop(224) + Normalize,
 batches of 32, on 1 and 2 threads (torchvision: 0, 1 and 2 workers), each in a process of its
 own, in interleaved rounds; prints each median with its ratios, the Python-side time per batch,
-and the peak memory (PSS of the process and its workers), with the machine; writes the JSON.
+and the peak memory (PSS of the process and its workers, from a round of its own after the timed
+ones, since sampling it costs CPU), with the machine; writes the JSON.
 FFCV and DALI are measured where they are installed (neither is on this project's registries).
 
     run.py [--folder DIR] [--images 1000] [--rounds 3] [--python VENV_PYTHON] [--feed CREMA_FEED]
@@ -57,9 +58,12 @@ def tree_memory_kib(pid):
     return pss, rss
 
 
-def measure(command):
-    """Runs `command`, sampling its memory; returns its last JSON line with the peak PSS and
-    RSS of its process tree (MiB)."""
+def measure(command, memory=False):
+    """Runs `command`; returns its last JSON line, with the peak PSS and RSS of its process tree
+    (MiB) where `memory` asks for them. Memory is sampled in runs of its own, never in a timed
+    one: reading the smaps of a process that has imported PyTorch costs about 1.7 ms of CPU
+    (0.04 ms for crema-feed's), every 20 ms, taken from the producers on a machine whose cores
+    they fill."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     peak = [0, 0]
@@ -73,16 +77,73 @@ def measure(command):
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample)
-    sampler.start()
+    if memory:
+        sampler.start()
     out, err = process.communicate()
     done.set()
-    sampler.join()
+    if memory:
+        sampler.join()
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{err}")
     result = json.loads(out.strip().splitlines()[-1])
-    result["peak_pss_mib"] = peak[0] / 1024
-    result["peak_rss_mib"] = peak[1] / 1024
+    if memory:
+        result["peak_pss_mib"] = peak[0] / 1024
+        result["peak_rss_mib"] = peak[1] / 1024
     return result
+
+
+def print_summary(results, memory, rounds):
+    """Prints the medians of the timed rounds, their ratios, and the memory round's peaks."""
+    def median(case, loader, threads, field="samples_per_s"):
+        if field.startswith("peak_"):
+            return memory[(case, loader, threads)][field]
+        return statistics.median(r[field] for r in results[(case, loader, threads)])
+
+    names = {"rrc": "RandomResizedCrop(224) + flip + Normalize",
+             "eval": "Resize(256) + CenterCrop(224) + Normalize"}
+    for case in ("rrc", "eval"):
+        best_workers = max((0, 1, 2), key=lambda w: median(case, "torchvision", w))
+        best = median(case, "torchvision", best_workers)
+        print(f"{names[case]}, batches of 32, {rounds} rounds (medians):")
+        for workers in (0, 1, 2):
+            print(f"  torchvision DataLoader, {workers} workers: "
+                  f"{median(case, 'torchvision', workers):7.0f} samples/s, peak PSS "
+                  f"{median(case, 'torchvision', workers, 'peak_pss_mib'):5.0f} MiB, RSS "
+                  f"{median(case, 'torchvision', workers, 'peak_rss_mib'):5.0f} MiB")
+        for threads in (1, 2):
+            python = median(case, "crema", threads)
+            native = median(case, "crema-feed", threads)
+            print(f"  crema.Loader, {threads} thread(s): {python:7.0f} samples/s = "
+                  f"{python / native:.2f} x crema-feed ({native:.0f}), "
+                  f"{python / best:.1f} x torchvision's best ({best_workers} workers); "
+                  f"peak PSS {median(case, 'crema', threads, 'peak_pss_mib'):.0f} MiB, "
+                  f"RSS {median(case, 'crema', threads, 'peak_rss_mib'):.0f} MiB")
+        print(f"  a ready batch costs the loop "
+              f"{median(case, 'crema-ready', 2, 'python_us_per_batch'):.1f} us of CPU (median), "
+              f"{median(case, 'crema-ready', 2, 'python_us_first_after_idle'):.1f} us the "
+              f"first after an idle second")
+        for kind in ("pss", "rss"):
+            ratio = (median(case, "crema", 2, f"peak_{kind}_mib") /
+                     median(case, "torchvision", 2, f"peak_{kind}_mib"))
+            print(f"  memory ({kind.upper()}): crema.Loader on 2 threads / torchvision with 2 "
+                  f"workers = {ratio:.2f}")
+
+
+def report(path):
+    """Prints the summary of the runs an earlier call wrote to `path`."""
+    results, memory = {}, {}
+    rounds = set()
+    with open(path) as lines:
+        for line in lines:
+            result = json.loads(line)
+            key = (result["case"], result["loader"], result["threads"])
+            if result["round"] == "memory":
+                memory[key] = result
+            else:
+                rounds.add(result["round"])
+                results.setdefault(key, []).append(result)
+    print(f"machine: {next(iter(results.values()))[0]['machine']}")
+    print_summary(results, memory, len(rounds))
 
 
 def main():
@@ -93,7 +154,11 @@ def main():
     parser.add_argument("--python", default=str(REPO / "build" / "venv" / "bin" / "python"))
     parser.add_argument("--feed", default=None)
     parser.add_argument("--out", default="benchmarks-python.json")
+    parser.add_argument("--report", type=pathlib.Path,
+                        help="print the summary of an earlier run's JSON, measuring nothing")
     args = parser.parse_args()
+    if args.report is not None:
+        return report(args.report)
     feed_tool = args.feed
     if feed_tool is None:
         for build in ("release", "dev"):
@@ -141,6 +206,7 @@ def main():
                                    ["/usr/bin/python3", feed, "torchvision", str(folder),
                                     "--case", case, "--threads", str(workers)]))
     results = {}
+    memory = {}
     with open(args.out, "w") as out:
         for round_number in range(args.rounds):
             for case, loader, threads, command in configurations:
@@ -149,38 +215,17 @@ def main():
                                "round": round_number, "machine": machine()})
                 out.write(json.dumps(result) + "\n")
                 results.setdefault((case, loader, threads), []).append(result)
+        # The memory round, after the timed ones.
+        for case, loader, threads, command in configurations:
+            if loader == "crema-ready":
+                continue
+            result = measure(command, memory=True)
+            result.update({"case": case, "loader": loader, "threads": threads,
+                           "round": "memory", "machine": machine()})
+            out.write(json.dumps(result) + "\n")
+            memory[(case, loader, threads)] = result
 
-    def median(case, loader, threads, field="samples_per_s"):
-        return statistics.median(r[field] for r in results[(case, loader, threads)])
-
-    names = {"rrc": "RandomResizedCrop(224) + flip + Normalize",
-             "eval": "Resize(256) + CenterCrop(224) + Normalize"}
-    for case in ("rrc", "eval"):
-        best_workers = max((0, 1, 2), key=lambda w: median(case, "torchvision", w))
-        best = median(case, "torchvision", best_workers)
-        print(f"{names[case]}, batches of 32, {args.rounds} rounds (medians):")
-        for workers in (0, 1, 2):
-            print(f"  torchvision DataLoader, {workers} workers: "
-                  f"{median(case, 'torchvision', workers):7.0f} samples/s, peak PSS "
-                  f"{median(case, 'torchvision', workers, 'peak_pss_mib'):5.0f} MiB, RSS "
-                  f"{median(case, 'torchvision', workers, 'peak_rss_mib'):5.0f} MiB")
-        for threads in (1, 2):
-            python = median(case, "crema", threads)
-            native = median(case, "crema-feed", threads)
-            print(f"  crema.Loader, {threads} thread(s): {python:7.0f} samples/s = "
-                  f"{python / native:.2f} x crema-feed ({native:.0f}), "
-                  f"{python / best:.1f} x torchvision's best ({best_workers} workers); "
-                  f"peak PSS {median(case, 'crema', threads, 'peak_pss_mib'):.0f} MiB, "
-                  f"RSS {median(case, 'crema', threads, 'peak_rss_mib'):.0f} MiB")
-        print(f"  a ready batch costs the loop "
-              f"{median(case, 'crema-ready', 2, 'python_us_per_batch'):.1f} us of CPU (median), "
-              f"{median(case, 'crema-ready', 2, 'python_us_first_after_idle'):.1f} us the "
-              f"first after an idle second")
-        for kind in ("pss", "rss"):
-            memory = (median(case, "crema", 2, f"peak_{kind}_mib") /
-                      median(case, "torchvision", 2, f"peak_{kind}_mib"))
-            print(f"  memory ({kind.upper()}): crema.Loader on 2 threads / torchvision with 2 "
-                  f"workers = {memory:.2f}")
+    print_summary(results, memory, args.rounds)
     print(f"every run: {args.out}")
 
 
