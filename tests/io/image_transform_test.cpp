@@ -594,6 +594,28 @@ TEST_SUITE("image_transform") {
     CHECK_FALSE(crema::color_jitter{}.enabled());
   }
 
+  TEST_CASE(
+      "a copy, a transform moved to and the transform moved from all give the samples a fresh "
+      "transform gives") {
+    const auto jpeg = read_bytes(test_data("astronaut.jpg"));
+    const crema::image_transform_options options{
+        .geometry = crema::random_resized_crop{64, 48}, .mirror = true, .mean = {0.5F, 0.4F, 0.3F}};
+    const auto sample = [&](crema::image_transform& transform) {
+      std::vector<float> out(transform.shape().elements());
+      transform(jpeg, std::span<float>(out), crema::sample_rng(3, 1, 4), "astronaut.jpg");
+      return out;
+    };
+    crema::image_transform fresh(options);
+    const std::vector<float> expected = sample(fresh);
+    crema::image_transform copy(fresh);
+    CHECK(sample(copy) == expected);
+    crema::image_transform moved(std::move(fresh));
+    CHECK(sample(moved) == expected);
+    CHECK(sample(fresh) == expected);  // NOLINT(bugprone-use-after-move): it must still work
+    copy = moved;
+    CHECK(sample(copy) == expected);
+  }
+
   TEST_CASE("options that cannot work are config_errors saying why") {
     CHECK_THROWS_WITH_AS(crema::image_transform({.geometry = crema::random_resized_crop{0, 224}}),
                          "image_transform: random_resized_crop of 0 x 224 is empty",

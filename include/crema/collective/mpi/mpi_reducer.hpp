@@ -2,9 +2,9 @@
 
 #include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/host/device_tree_reducer.hpp>
-#include <crema/collective/mpi/detail/failure_board.hpp>
 #include <crema/collective/mpi/detail/abandoned_requests.hpp>
 #include <crema/collective/mpi/detail/bounded_waits.hpp>
+#include <crema/collective/mpi/detail/failure_board.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/mpi/detail/reducer_wire.hpp>
 #include <crema/collective/reduction.hpp>

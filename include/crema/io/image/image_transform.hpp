@@ -105,6 +105,7 @@ class image_transform {
 
  private:
   struct workspace;  // the decoder, the resampler and their buffers
+  workspace& work();
 
   image_transform_options options_;
   std::unique_ptr<workspace> work_;

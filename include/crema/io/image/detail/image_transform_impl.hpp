@@ -317,30 +317,36 @@ CREMA_LIBRARY_INLINE image_geometry image_transform::geometry(std::size_t height
                                     std::get<resize_center_crop>(options_.geometry));
 }
 
+CREMA_LIBRARY_INLINE image_transform::workspace& image_transform::work() {
+  // A transform moved from gets a workspace again (its options are still whole).
+  if (!work_) work_ = std::make_unique<workspace>(options_);
+  return *work_;
+}
+
 CREMA_LIBRARY_INLINE void image_transform::operator()(std::span<const std::byte> bytes,
                                                       std::span<float> out, sample_rng rng,
                                                       std::string_view key) {
-  work_->drawn(*this, bytes, out, rng, key);
+  work().drawn(*this, bytes, out, rng, key);
 }
 
 CREMA_LIBRARY_INLINE void image_transform::operator()(std::span<const std::byte> bytes,
                                                       std::span<std::uint8_t> out, sample_rng rng,
                                                       std::string_view key) {
-  work_->drawn(*this, bytes, out, rng, key);
+  work().drawn(*this, bytes, out, rng, key);
 }
 
 CREMA_LIBRARY_INLINE void image_transform::apply(std::span<const std::byte> bytes,
                                                  const image_geometry& geometry, bool flip,
                                                  std::span<float> out, std::string_view key,
                                                  const color_jitter_draw& jitter) {
-  work_->given(*this, bytes, geometry, flip, out, key, jitter);
+  work().given(*this, bytes, geometry, flip, out, key, jitter);
 }
 
 CREMA_LIBRARY_INLINE void image_transform::apply(std::span<const std::byte> bytes,
                                                  const image_geometry& geometry, bool flip,
                                                  std::span<std::uint8_t> out, std::string_view key,
                                                  const color_jitter_draw& jitter) {
-  work_->given(*this, bytes, geometry, flip, out, key, jitter);
+  work().given(*this, bytes, geometry, flip, out, key, jitter);
 }
 
 }  // namespace crema
