@@ -5,7 +5,8 @@
 #                          own dependencies (lmdb, libturbojpeg + spng, MPI, CUDA, NCCL)
 #
 # Installed to share/pkgconfig when every component is headers (the same on every architecture),
-# else to <libdir>/pkgconfig beside the libraries. C++20 is the consumer's choice of flag: `c++ -std=c++20 $(pkg-config --cflags --libs crema-lmdb) ...`.
+# else to <libdir>/pkgconfig beside the libraries. C++20 is the consumer's choice of flag:
+# `c++ -std=c++20 $(pkg-config --cflags --libs crema-lmdb) ...`.
 # Included from CMakeLists.txt's install block, after the components were found.
 
 include_guard(GLOBAL)
@@ -16,16 +17,16 @@ set(crema_pkgconfig_dir "${crema_package_dir}/pkgconfig")
 file(RELATIVE_PATH pc_prefix_from_pcfiledir
   "/prefix/${crema_pkgconfig_dir}" "/prefix")
 string(REGEX REPLACE "/$" "" pc_prefix_from_pcfiledir "${pc_prefix_from_pcfiledir}")
-if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
-  set(pc_includedir "${CMAKE_INSTALL_INCLUDEDIR}")
-else()
-  set(pc_includedir "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
-endif()
-if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
-  set(pc_libdir "${CMAKE_INSTALL_LIBDIR}")
-else()
-  set(pc_libdir "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
-endif()
+# An install folder as the .pc file names it: under ${prefix} unless the user gave an absolute one.
+function(crema_pkgconfig_path out_var dir)
+  if(IS_ABSOLUTE "${dir}")
+    set(${out_var} "${dir}" PARENT_SCOPE)
+  else()
+    set(${out_var} "\${prefix}/${dir}" PARENT_SCOPE)
+  endif()
+endfunction()
+crema_pkgconfig_path(pc_includedir "${CMAKE_INSTALL_INCLUDEDIR}")
+crema_pkgconfig_path(pc_libdir "${CMAKE_INSTALL_LIBDIR}")
 
 # crema_pkgconfig_write(<file-name> NAME <name> DESCRIPTION <text> [REQUIRES <module>...]
 #                       [CFLAGS <flag>...] [LIBS <flag>...])

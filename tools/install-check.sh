@@ -63,4 +63,4 @@ read -ra flags <<<"$(pkg-config --cflags --libs "${modules[@]}")" || fail "pkg-c
   "${flags[@]}" -o "$work/pkg-config/components" || fail "build the pkg-config consumer"
 library_path=$(pkg-config --libs-only-L "${modules[@]}" | sed -E 's/(^| )-L/:/g; s/^://; s/ //g')
 LD_LIBRARY_PATH="${library_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/pkg-config/components"
-step "ok: installed without building, consumed by find_package and pkg-config"
+step "ok: installed with only the libraries built, consumed by find_package and pkg-config"
