@@ -12,10 +12,10 @@ class CremaConan(ConanFile):
     name = "crema"
     description = "C++20 machinery for deep-learning training engines"
     topics = ("deep-learning", "header-only", "cuda", "mpi", "lmdb")
-    package_type = "header-library"  # a library where crema::image is compiled (configure)
+    package_type = "header-library"  # a library per compiled component (configure)
     settings = "os", "arch", "compiler", "build_type"
     # The CREMA_ENABLE_<X> switches of the CMake build, one option each; CREMA_HEADER_ONLY and
-    # BUILD_SHARED_LIBS for the components compiled into libraries (crema::image).
+    # BUILD_SHARED_LIBS for the components compiled into libraries (lmdb, image, mpi).
     options = {
         "header_only": [True, False],
         "shared": [True, False],
@@ -44,9 +44,18 @@ class CremaConan(ConanFile):
                  for part in ("MAJOR", "MINOR", "PATCH")]
         self.version = ".".join(parts)
 
+    # The components with code compiled into a library of their own.
+    _library_components = ("lmdb", "image", "mpi")
+
+    def _libraries(self, options=None):
+        options = options or self.options
+        if options.header_only:
+            return []
+        return [f"crema_{component}" for component in self._library_components
+                if options.get_safe(f"with_{component}")]
+
     def _compiled(self):
-        # Only crema::image has code compiled into a library.
-        return bool(self.options.with_image) and not self.options.header_only
+        return bool(self._libraries())
 
     def configure(self):
         if not self.options.with_cuda:
@@ -95,14 +104,13 @@ class CremaConan(ConanFile):
     def package_id(self):
         # Headers only: one package serves every setting. The options stay in the id, since
         # they decide which components' files are installed.
-        if not self.info.options.with_image or self.info.options.header_only:
+        if not self._libraries(self.info.options):
             self.info.settings.clear()
 
     def package_info(self):
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = ["lib"] if self._compiled() else []
-        if self._compiled():
-            self.cpp_info.libs = ["crema_image"]
+        self.cpp_info.libs = self._libraries()
         # The package installs its own cremaConfig.cmake, which finds the dependencies the
         # requested components need; consumers use that rather than a generated one.
         self.cpp_info.set_property("cmake_find_mode", "none")

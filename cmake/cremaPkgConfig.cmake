@@ -66,16 +66,24 @@ crema_pkgconfig_write(crema NAME crema
   DESCRIPTION "${PROJECT_DESCRIPTION}: the core headers"
   REQUIRES fmt CFLAGS ${crema_pc_cflags} -pthread LIBS -pthread)
 
+
+# The flags that link a component's library, where it was compiled into one.
+function(crema_pkgconfig_library_flags out component)
+  set(flags "")
+  if("${component}" IN_LIST crema_compiled_components)
+    set(flags "-L\${libdir}" -lcrema_${component})
+  endif()
+  set(${out} ${flags} PARENT_SCOPE)
+endfunction()
+
 if(crema_lmdb_enabled)
+  crema_pkgconfig_library_flags(lmdb_libs lmdb)
   crema_pkgconfig_write(crema-lmdb NAME crema-lmdb
-    DESCRIPTION "crema: Caffe-format LMDB datasets" REQUIRES crema lmdb)
+    DESCRIPTION "crema: Caffe-format LMDB datasets" REQUIRES crema lmdb LIBS ${lmdb_libs})
 endif()
 
 if(crema_image_enabled)
-  set(image_libs "")
-  if("image" IN_LIST crema_compiled_components)
-    set(image_libs "-L\${libdir}" -lcrema_image)
-  endif()
+  crema_pkgconfig_library_flags(image_libs image)
   crema_pkgconfig_write(crema-image NAME crema-image
     DESCRIPTION "crema: JPEG and PNG images" REQUIRES crema libturbojpeg libjpeg spng
     LIBS ${image_libs})
@@ -98,15 +106,16 @@ if(crema_mpi_enabled)
   # crema uses MPI's C API: the defines keep mpi.h from pulling in the deprecated C++ bindings,
   # whose symbols live in a library the C module does not link (CMake's MPI_CXX_SKIP_MPICXX).
   set(skip_cxx_bindings -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX)
+  crema_pkgconfig_library_flags(mpi_libs mpi)
   if(mpi_module)
     crema_pkgconfig_write(crema-mpi NAME crema-mpi
       DESCRIPTION "crema: the MPI reducer and the parameter server" REQUIRES crema ${mpi_module}
-      CFLAGS ${skip_cxx_bindings})
+      CFLAGS ${skip_cxx_bindings} LIBS ${mpi_libs})
   else()
     crema_pkgconfig_include_flags(mpi_cflags ${MPI_CXX_INCLUDE_DIRS})
     crema_pkgconfig_write(crema-mpi NAME crema-mpi
       DESCRIPTION "crema: the MPI reducer and the parameter server" REQUIRES crema
-      CFLAGS ${skip_cxx_bindings} ${mpi_cflags} LIBS ${MPI_CXX_LIBRARIES})
+      CFLAGS ${skip_cxx_bindings} ${mpi_cflags} LIBS ${mpi_libs} ${MPI_CXX_LIBRARIES})
   endif()
 endif()
 

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 int main() {
@@ -72,6 +73,18 @@ int main() {
   {
     int initialized = 1;
     check(MPI_Initialized(&initialized) == MPI_SUCCESS && initialized == 0, "mpi linked");
+    // The reducer's link to other ranks is in the crema::mpi library (unless built header-only):
+    // made before MPI_Init, it refuses, naming why.
+    std::vector<float> values(4);
+    const std::array<int, 1> participant{0};
+    try {
+      crema::mpi::mpi_reducer<float> reducer(
+          MPI_COMM_WORLD, crema::tree_topology::flat(participant), {std::span<float>(values)});
+      check(false, "mpi reducer (made before MPI_Init)");
+    } catch (const crema::mpi_error& error) {
+      check(std::string_view(error.what()).find("MPI is not initialized") != std::string_view::npos,
+            "mpi reducer linked");
+    }
   }
 #endif
 #if defined(CREMA_USES_CUDA)

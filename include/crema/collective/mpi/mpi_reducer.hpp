@@ -3,10 +3,8 @@
 #include <crema/collective/detail/elementwise.hpp>
 #include <crema/collective/host/device_tree_reducer.hpp>
 #include <crema/collective/mpi/detail/abandoned_requests.hpp>
-#include <crema/collective/mpi/detail/bounded_waits.hpp>
-#include <crema/collective/mpi/detail/failure_board.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
-#include <crema/collective/mpi/detail/reducer_wire.hpp>
+#include <crema/collective/mpi/detail/reducer_link.hpp>
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/collective/tree_collective.hpp>
@@ -111,14 +109,10 @@ class mpi_reducer {
       : local_(local_tree, std::move(local_buffers), std::move(backend)),
         local_tree_(std::move(local_tree)),
         options_(options),
-        comm_(duplicate(comm, options_)),
-        seat_(comm_) {
-    int rank = 0;
-    int ranks = 1;
-    MPI_Comm_rank(comm_, &rank);
-    MPI_Comm_size(comm_, &ranks);
-    rank_ = static_cast<std::size_t>(rank);
-    ranks_ = static_cast<std::size_t>(ranks);
+        link_(checked(comm, options_), options_.timeout),
+        comm_(link_.comm()),
+        rank_(link_.rank()),
+        ranks_(link_.ranks()) {
     std::vector<int> rank_ids(ranks_);
     std::iota(rank_ids.begin(), rank_ids.end(), 0);
     rank_tree_ = std::make_unique<tree_topology>(
@@ -212,15 +206,11 @@ class mpi_reducer {
 
  private:
   static constexpr const char* name = "mpi_reducer";
+  using operation = detail::reducer_operation;
+  static constexpr int anyone = detail::reducer_link::anyone;
 
-  // Checks MPI's thread level and the options, then makes the reducer's own communicator.
-  static detail::owned_comm duplicate(MPI_Comm comm, const reducer_options& options) {
-    detail::require_thread_level(name);
-    detail::survive_dead_peers();
-    if (options.timeout <= std::chrono::milliseconds::zero()) {
-      crema::detail::fail<config_error>("mpi_reducer: timeout must be positive, got {} ms",
-                                        options.timeout.count());
-    }
+  // Checks the options that depend on T; the link checks MPI and the timeout.
+  static MPI_Comm checked(MPI_Comm comm, const reducer_options& options) {
     if (options.chunk_elements == 0 ||
         options.chunk_elements > static_cast<std::size_t>(INT_MAX) / sizeof(T)) {
       crema::detail::fail<config_error>(
@@ -231,406 +221,31 @@ class mpi_reducer {
       crema::detail::fail<config_error>(
           "mpi_reducer: across_ranks::allreduce needs float, double, int32 or int64 elements");
     }
-    detail::owned_comm own(comm);
-    // A message another rank sent wrong (longer than the receive, say) is an error to name, not
-    // a reason for MPI to end the job.
-    MPI_Comm_set_errhandler(own, MPI_ERRORS_RETURN);
-    return own;
+    return comm;
   }
 
-  using operation = detail::reducer_operation;
-  static const char* operation_name(std::uint64_t op) {
-    switch (static_cast<operation>(op)) {
-      case operation::construct:
-        return "construct";
-      case operation::broadcast:
-        return "broadcast";
-      case operation::reduce_sum:
-        return "reduce(sum)";
-      case operation::reduce_average:
-        return "reduce(average)";
-      case operation::allreduce:
-        return "allreduce";
-    }
-    return "?";
-  }
-
-  using view = detail::reducer_view;
-  static std::string describe(const view& v) {
-    return crema::detail::format(
-        "{} of elements [{}, {}) root {} at step {} ({} local participants of {} elements of {} "
-        "bytes)",
-        operation_name(v.op), v.begin, v.end, v.root, v.step, v.local, v.elements, v.element_bytes);
-  }
   void check_root(const char* call, std::size_t root) const {
     crema::detail::check_participant(name, call, root, participants());
   }
 
-  // Every rank tells rank 0 its view; rank 0 compares and answers everyone. A rank that
-  // disagrees or does not answer in time is named to all, and the reducer is spent.
   void agree(operation op, std::size_t begin, std::size_t end, std::size_t root) {
-    if (spent_) {
-      crema::detail::fail_with_code<mpi_error>(
-          0, "mpi_reducer: rank {} issues nothing more on a communicator that failed: {}", rank_,
-          spent_reason_);
-    }
-    const view mine{static_cast<std::uint64_t>(op), begin,    end, root, step_++, local_.size(),
-                    local_participants(),           sizeof(T)};
-    if (ranks_ == 1) return;
-    detail::reducer_verdict answer;
-    if (rank_ == 0) {
-      answer = hear_views(mine);
-    } else {
-      answer = hear_verdict(mine);
-    }
-    switch (answer.kind) {
-      case detail::verdict_kind::agreed:
-        return;
-      case detail::verdict_kind::silent:
-        spend(crema::detail::format("rank {} did not answer within {} ms; rank {} was at its {}",
-                                    answer.rank, options_.timeout.count(), rank_, describe(mine)));
-      case detail::verdict_kind::disagrees:
-        // Every rank answered, and no data moves before an agreement: nothing is on its way.
-        spend(crema::detail::format("ranks disagree: rank 0 was at its {}; rank {} at its {}",
-                                    describe(answer.zero), answer.rank, describe(answer.theirs)),
-              true);
-      case detail::verdict_kind::malformed:
-        spend(crema::detail::format(
-            "rank {} sent rank 0 {} for the {}; refused", answer.rank,
-            answer.bytes == longer_than_a_view
-                ? crema::detail::format("more bytes than a view's {}", sizeof(view))
-                : crema::detail::format("{} bytes where a view has {}", answer.bytes, sizeof(view)),
-            describe(answer.zero)));
-    }
+    link_.agree(op, begin, end, root, {local_.size(), local_participants(), sizeof(T)});
   }
-
-  // The peer of a wait in a collective, where any rank may hold it up.
-  static constexpr int anyone = detail::waits_for_anyone;
-
-  // A malformed verdict's byte count when MPI refused the message: longer than the receive.
-  static constexpr std::uint64_t longer_than_a_view = ~std::uint64_t{0};
-
-  // Rank 0's side of an agreement: hears every other rank's view, compares it with its own and
-  // tells everyone the verdict. The first rank that is silent, sends something that is not a
-  // view, or disagrees, in that order, is the one named.
-  detail::reducer_verdict hear_views(const view& mine) {
-    std::vector<std::array<std::byte, sizeof(view)>> received(ranks_);
-    std::vector<MPI_Request> requests(ranks_ - 1, MPI_REQUEST_NULL);
-    std::vector<detail::completion> ends(ranks_ - 1);
-    for (std::size_t r = 1; r < ranks_; ++r) {
-      detail::check(MPI_Irecv(received[r].data(), sizeof(view), MPI_BYTE, static_cast<int>(r),
-                              detail::reducer_view_tag, comm_, &requests[r - 1]),
-                    "MPI_Irecv");
-    }
-    detail::reducer_verdict answer{.zero = mine};
-    std::vector<int> senders(ranks_ - 1);
-    std::iota(senders.begin(), senders.end(), 1);
-    if (const auto silent = wait_each(requests, ends, senders, options_.timeout)) {
-      answer.kind = detail::verdict_kind::silent;
-      answer.rank = *silent + 1;
-    } else {
-      for (std::size_t r = 1; r < ranks_ && answer.kind == detail::verdict_kind::agreed; ++r) {
-        int bytes = 0;
-        if (ends[r - 1].code == MPI_SUCCESS) MPI_Get_count(&ends[r - 1].status, MPI_BYTE, &bytes);
-        const auto theirs =
-            detail::decode_view(std::span(received[r])
-                                    .first(ends[r - 1].code == MPI_SUCCESS
-                                               ? static_cast<std::size_t>(std::max(bytes, 0))
-                                               : sizeof(view)));
-        if (ends[r - 1].code != MPI_SUCCESS || std::holds_alternative<std::string>(theirs)) {
-          // A message longer than a view is refused by MPI: all rank 0 knows is that it was.
-          answer = {detail::verdict_kind::malformed,
-                    r,
-                    ends[r - 1].code == MPI_SUCCESS ? static_cast<std::uint64_t>(bytes)
-                                                    : longer_than_a_view,
-                    mine,
-                    {}};
-        } else if (!(std::get<view>(theirs) == mine)) {
-          answer = {detail::verdict_kind::disagrees, r, 0, mine, std::get<view>(theirs)};
-        }
-      }
-    }
-    std::vector<MPI_Request> sends(ranks_ - 1, MPI_REQUEST_NULL);
-    std::vector<int> peers(ranks_ - 1);
-    for (std::size_t r = 1; r < ranks_; ++r) {
-      peers[r - 1] = static_cast<int>(r);
-      if (answer.kind == detail::verdict_kind::silent && answer.rank == r) continue;  // not there
-      detail::check(MPI_Isend(&answer, sizeof(answer), MPI_BYTE, static_cast<int>(r),
-                              detail::reducer_verdict_tag, comm_, &sends[r - 1]),
-                    "MPI_Isend");
-    }
-    std::vector<detail::completion> sent(ranks_ - 1);
-    detail::wait_each(sends, sent, options_.timeout);  // a rank gone now is found next time
-    return answer;
-  }
-
-  // Another rank's side of an agreement: tells rank 0 its view and hears the verdict, which it
-  // checks before it believes it.
-  detail::reducer_verdict hear_verdict(const view& mine) {
-    std::array<std::byte, sizeof(detail::reducer_verdict)> received{};
-    std::array<MPI_Request, 2> both{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    std::array<detail::completion, 2> ends{};
-    detail::check(
-        MPI_Isend(&mine, sizeof(view), MPI_BYTE, 0, detail::reducer_view_tag, comm_, &both[0]),
-        "MPI_Isend");
-    detail::check(MPI_Irecv(received.data(), sizeof(received), MPI_BYTE, 0,
-                            detail::reducer_verdict_tag, comm_, &both[1]),
-                  "MPI_Irecv");
-    // Rank 0 answers only once it has waited `timeout` for a silent rank: wait longer for it,
-    // so that the silent rank is the one named.
-    const std::array<int, 2> zero{0, 0};
-    if (wait_each(both, ends, zero, 2 * options_.timeout)) {
-      // Rank 0 may be held up itself (in another reducer of its process): ask it.
-      give_up_on_silent(
-          0, crema::detail::format("rank {} did not hear from rank 0 within {} ms about its {}",
-                                   rank_, 2 * options_.timeout.count(), describe(mine)));
-    }
-    if (const auto problem = detail::receive_problem(ends[1], sizeof(received))) {
-      spend(crema::detail::format("rank 0 sent rank {} {} as its verdict on the {}; refused", rank_,
-                                  *problem, describe(mine)));
-    }
-    auto verdict = detail::decode_verdict(received, ranks_);
-    if (const auto* problem = std::get_if<std::string>(&verdict)) {
-      spend(crema::detail::format("rank 0 sent rank {} {} on the {}; refused", rank_, *problem,
-                                  describe(mine)));
-    }
-    return std::get<detail::reducer_verdict>(verdict);
-  }
-
-  // Marks the reducer spent and raises the failure. `quiet`: every peer answered, and none has
-  // a message on its way to this reducer.
-  [[noreturn]] void spend(std::string reason, bool quiet = false) {
-    spent_ = true;
-    peers_quiet_ = quiet;
-    spent_reason_ = reason;
-    crema::detail::fail_with_code<mpi_error>(0, "mpi_reducer: {}", reason);
-  }
-
-  // Nothing unless the reducer is spent with peers that may still send. Such a reducer gave up
-  // on requests that may still move data (a receive under way when its peer stopped, a broadcast
-  // that cannot be cancelled): MPI may go on writing its own buffers if the peer wakes, so they
-  // are kept until the program exits. So is its communicator: a peer that wakes still sends to
-  // it, and freed, its id would take those messages to a later reducer's on the same ranks, as
-  // data.
-  void keep_what_peers_may_reach() {
-    if (!spent_ || peers_quiet_) return;
-    comm_.keep_until_exit();
-    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
-    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));
-  }
-
-  // Waits for every request (sends, a broadcast) until the timeout; a peer whose request did
-  // not end in time, or failed, spends the reducer, named (or the rank it waits for, if that is
-  // the one that stopped answering).
-  // (`cancellable` false: a non-blocking collective's requests, which cannot be cancelled.)
   void wait(std::span<MPI_Request> requests, std::span<const int> peers, const char* what,
             bool cancellable = true) {
-    std::vector<detail::completion> ends(requests.size());
-    if (const auto silent = wait_each(requests, ends, peers, options_.timeout, cancellable)) {
-      give_up_on_silent(peers[*silent], what);
-    }
-    for (std::size_t i = 0; i < ends.size(); ++i) {
-      if (ends[i].code != MPI_SUCCESS) {
-        give_up_on(peers[i],
-                   crema::detail::format(
-                       "rank {} could not exchange the {} of step {} with rank {}: {}", rank_, what,
-                       step_ - 1, peers[i], detail::failure_text(ends[i].code)));
-      }
-    }
+    link_.wait(requests, peers, what, cancellable);
   }
-
-  // Waits for one receive of `bytes` bytes from `peer`, as `wait`; a message of any other size
-  // (one longer than the buffer, which MPI refuses, included) is never used: it spends the
-  // reducer, naming the peer.
   void receive(MPI_Request& request, int peer, std::size_t bytes, const char* what) {
-    detail::completion end;
-    if (wait_each({&request, 1}, {&end, 1}, {&peer, 1}, options_.timeout)) {
-      give_up_on_silent(peer, what);
-    }
-    if (const auto problem = detail::receive_problem(end, bytes)) {
-      give_up_on(
-          peer, crema::detail::format("rank {} sent rank {} {} in the {} of step {}; refused", peer,
-                                      rank_, *problem, what, step_ - 1));
-    }
+    link_.receive(request, peer, bytes, what);
   }
 
-  // detail::wait_each, answering the other ranks' questions meanwhile (whom this rank waits for:
-  // the peer of its first request outstanding), and given up at once when another rank says it
-  // gave up on a rank: then that rank is the one to name, and it is named here.
-  std::optional<std::size_t> wait_each(std::span<MPI_Request> requests,
-                                       std::span<detail::completion> ends,
-                                       std::span<const int> peers,
-                                       std::chrono::milliseconds timeout, bool cancellable = true) {
-    // Every millisecond at most: the messages of a healthy run arrive between two looks.
-    auto next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
-    const auto first = detail::wait_each(
-        requests, ends, timeout,
-        [&] {
-          const auto now = std::chrono::steady_clock::now();
-          if (now < next_look) return false;
-          next_look = now + std::chrono::milliseconds(1);
-          for (std::size_t i = 0; i < ends.size(); ++i) {
-            if (!ends[i].done) {
-              wait_on(peers[i]);
-              break;
-            }
-          }
-          return between_polls();
-        },
-        cancellable);
-    wait_on(std::nullopt);
-    if (first && heard_) name_what_was_heard();
-    return first;
-  }
-
-  // Tells the process's board what this reducer waits for now (a peer, or nothing), for the
-  // questions of other ranks.
-  void wait_on(std::optional<int> peer) noexcept {
-    if (peer != waiting_for_) {
-      waiting_for_ = peer;
-      detail::failure_board::of_this_process().waiting(peer ? comm_ : MPI_COMM_NULL,
-                                                       peer.value_or(-1));
-    }
-  }
-
-  // What every wait does between its polls: answers the questions other ranks sent, and says
-  // whether another rank has sent a failure notice (kept, decoded or not, in `heard_`).
-  bool between_polls() {
-    detail::failure_board::of_this_process().answer_questions();
-    if (heard_) return true;
-    int found = 0;
-    MPI_Message message = MPI_MESSAGE_NULL;
-    MPI_Status status{};
-    if (MPI_Improbe(MPI_ANY_SOURCE, detail::reducer_failure_tag, comm_, &found, &message,
-                    &status) != MPI_SUCCESS ||
-        found == 0) {
-      return false;
-    }
-    heard_.emplace(static_cast<std::size_t>(status.MPI_SOURCE),
-                   detail::decode_failure(take_matched(message, status), ranks_));
-    return true;
-  }
-
-  // Receives a message that MPI_Improbe matched, whatever its size (it is there already).
-  static std::vector<std::byte> take_matched(MPI_Message& message, const MPI_Status& status) {
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_BYTE, &bytes);
-    std::vector<std::byte> received(static_cast<std::size_t>(std::max(bytes, 0)));
-    MPI_Mrecv(received.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    return received;
-  }
-
-  // `peer` did not answer within the timeout (`anyone`: one of the ranks of a collective did
-  // not); it may itself be waiting for another rank. Asks along the waits (whom do you wait for?)
-  // and spends the reducer naming the first rank that does not answer, and how it was found.
-  [[noreturn]] void give_up_on_silent(int peer, const char* what) {
-    give_up_on_silent(
-        peer,
-        peer == anyone
-            ? crema::detail::format("rank {} waited {} ms for the others in the {} of step {}",
-                                    rank_, options_.timeout.count(), what, step_ - 1)
-            : crema::detail::format("rank {} waited {} ms for rank {} in the {} of step {}", rank_,
-                                    options_.timeout.count(), peer, what, step_ - 1));
-  }
-  // As above, `waited` saying what was waited for.
-  [[noreturn]] void give_up_on_silent(int peer, const std::string& waited) {
-    wait_on(peer);  // still, for the questions of ranks that wait for this one
-    const auto culprit = culprit_behind(peer);
-    if (heard_) name_what_was_heard();
-    if (!culprit)
-      spend(crema::detail::format("{}; every rank answers, so MPI itself is stuck", waited));
-    if (*culprit == peer) give_up_on(peer, waited);
-    give_up_on(*culprit,
-               crema::detail::format("{}, and the ranks it waits for lead to rank {}, which does "
-                                     "not answer",
-                                     waited, *culprit));
-  }
-
-  // The rank at fault behind `peer`, found by asking along the waits, each rank given a quarter
-  // of the timeout to answer: the first that does not answer (or sends nonsense), or that waits
-  // for nobody or for a rank already asked. A rank waiting in a collective (`anyone`) leads to
-  // every rank not asked yet. Nothing if every rank answers (or a failure notice came meanwhile:
-  // the caller reads it).
-  std::optional<int> culprit_behind(int peer) {
-    const auto patience =
-        std::max<std::chrono::milliseconds>(std::chrono::milliseconds(20), options_.timeout / 4);
-    std::vector<bool> asked(ranks_, false);
-    asked[rank_] = true;
-    std::vector<int> to_ask;
-    const auto lead_to_everyone = [&] {
-      for (std::size_t r = ranks_; r-- > 0;) {
-        if (!asked[r]) to_ask.push_back(static_cast<int>(r));
-      }
-    };
-    if (peer == anyone) {
-      lead_to_everyone();
-    } else {
-      to_ask.push_back(peer);
-    }
-    while (!to_ask.empty()) {
-      const int current = to_ask.back();
-      to_ask.pop_back();
-      if (asked[static_cast<std::size_t>(current)]) continue;
-      asked[static_cast<std::size_t>(current)] = true;
-      const auto reply = ask(current, patience);
-      if (heard_) return std::nullopt;
-      if (!reply) return current;
-      if (reply->waits_for == anyone) {
-        lead_to_everyone();
-      } else if (reply->waits_for < 0 || asked[static_cast<std::size_t>(reply->waits_for)]) {
-        return current;
-      } else {
-        to_ask.push_back(static_cast<int>(reply->waits_for));
-      }
-    }
-    return std::nullopt;
-  }
-
-  // Asks `rank` whom it waits for; nothing if it does not answer within `patience`, or answers
-  // nonsense. Answers the others' questions meanwhile.
-  std::optional<detail::waiting_reply> ask(int rank, std::chrono::milliseconds patience) {
-    MPI_Request question = MPI_REQUEST_NULL;
-    if (MPI_Isend(nullptr, 0, MPI_BYTE, rank, detail::reducer_query_tag, comm_, &question) !=
-        MPI_SUCCESS) {
-      return std::nullopt;
-    }
-    MPI_Request_free(&question);
-    std::array<std::byte, sizeof(detail::waiting_reply)> answer{};
-    MPI_Request reply = MPI_REQUEST_NULL;
-    if (MPI_Irecv(answer.data(), sizeof(answer), MPI_BYTE, rank, detail::reducer_reply_tag, comm_,
-                  &reply) != MPI_SUCCESS) {
-      return std::nullopt;
-    }
-    detail::completion end;
-    if (detail::wait_each({&reply, 1}, {&end, 1}, patience, [this] { return between_polls(); }) ||
-        detail::receive_problem(end, sizeof(answer))) {
-      return std::nullopt;
-    }
-    const auto decoded = detail::decode_reply(answer, ranks_);
-    const auto* waiting = std::get_if<detail::waiting_reply>(&decoded);
-    return waiting != nullptr ? std::optional(*waiting) : std::nullopt;
-  }
-
-  // Spends the reducer with what another rank's failure notice said: the rank it gave up on, or,
-  // if the notice was nonsense, its sender.
-  [[noreturn]] void name_what_was_heard() {
-    const auto& [sender, notice] = *heard_;
-    if (const auto* problem = std::get_if<std::string>(&notice)) {
-      give_up_on(static_cast<int>(sender),
-                 crema::detail::format("rank {} sent rank {} {} in step {}; refused", sender, rank_,
-                                       *problem, step_ - 1));
-    }
-    const auto& failure = std::get<detail::failure_notice>(notice);
-    spend(crema::detail::format("rank {} gave up on rank {} in step {}; rank {} stops too", sender,
-                                failure.rank, failure.step, rank_));
-  }
-
-  // Tells every other rank but `culprit`, of this reducer and of the others in this process,
-  // that this one gave up on `culprit` (so that they name it, not this rank, which stops
-  // answering now), then spends the reducer.
-  [[noreturn]] void give_up_on(int culprit, std::string reason) {
-    detail::failure_board::of_this_process().tell(comm_, culprit, step_ - 1);
-    spend(std::move(reason));
+  // A link spent with peers that may still send gave up on requests that may still move data
+  // into the chunks: MPI may go on writing them if the peer wakes, so they are kept until the
+  // program exits (the link keeps its communicator so).
+  void keep_what_peers_may_reach() {
+    if (!link_.keep_what_peers_may_reach()) return;
+    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(chunk_)));
+    detail::keep_until_exit(std::make_shared<const std::vector<T>>(std::move(incoming_)));
   }
 
   // Sums [begin, end) across all participants; delivers it to every local buffer (root none) or
@@ -851,21 +466,13 @@ class mpi_reducer {
   device_tree_reducer<T> local_;
   tree_topology local_tree_;
   reducer_options options_;
-  detail::owned_comm comm_;
-  detail::board_seat seat_;  // after comm_: off the board before it is freed
-  std::size_t rank_ = 0;
-  std::size_t ranks_ = 1;
+  detail::reducer_link link_;
+  MPI_Comm comm_;  // the link's
+  std::size_t rank_;
+  std::size_t ranks_;
   std::unique_ptr<tree_topology> rank_tree_;
   std::vector<T> chunk_;     // the sum of one chunk
   std::vector<T> incoming_;  // a child rank's sum of it
-  std::uint64_t step_ = 0;   // operations issued, the same count on every rank that agrees
-  // The failure another rank told this one of: its sender and the notice, or what was wrong
-  // with it.
-  std::optional<int> waiting_for_;  // the rank a wait is held up by now, as told to the board
-  std::optional<std::pair<std::size_t, std::variant<detail::failure_notice, std::string>>> heard_;
-  bool spent_ = false;
-  bool peers_quiet_ = false;  // spent, with nothing of a peer's on its way (see `spend`)
-  std::string spent_reason_;
   std::mutex mutex_;
 };
 

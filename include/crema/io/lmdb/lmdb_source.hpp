@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/pipeline/sample_context.hpp>
@@ -75,32 +76,8 @@ class lmdb_source {
   /// @param path a database directory (data.mdb inside) or a data file
   /// @throws crema::config_error naming the path if it does not exist or holds no records;
   ///         crema::lmdb_error naming it if it is not an LMDB that opens
-  explicit lmdb_source(std::filesystem::path path, lmdb_source_options options = {})
-      : path_(std::move(path)), options_(options) {
-    std::error_code error;
-    if (!std::filesystem::exists(path_, error)) {
-      detail::fail<config_error>("lmdb_source: {} does not exist", path_.string());
-    }
-    env_ = lmdb_environment::open(path_, lmdb_environment::access::read, "lmdb_source");
-    try {
-      detail::lmdb_check(mdb_txn_begin(env_->get(), nullptr, MDB_RDONLY, &txn_),
-                         "lmdb_source: cannot begin reading", path_);
-      detail::lmdb_check(mdb_dbi_open(txn_, nullptr, 0, &dbi_), "lmdb_source: cannot open", path_);
-      MDB_stat stat{};
-      detail::lmdb_check(mdb_stat(txn_, dbi_, &stat), "lmdb_source: cannot stat", path_);
-      if (stat.ms_entries == 0) {
-        detail::fail<config_error>("lmdb_source: {} holds no records", path_.string());
-      }
-      shard_ = shard_cursor(stat.ms_entries);
-      if (options_.permute) shard_.shuffle(options_.seed);
-      detail::lmdb_check(mdb_cursor_open(txn_, dbi_, &cursor_), "lmdb_source: cannot read", path_);
-      if (options_.permute) index_keys();
-      begin_pass();
-    } catch (...) {
-      close();
-      throw;
-    }
-  }
+  CREMA_LIBRARY_INLINE explicit lmdb_source(std::filesystem::path path,
+                                            lmdb_source_options options = {});
   lmdb_source(lmdb_source&& other) noexcept
       : path_(std::move(other.path_)),
         options_(other.options_),
@@ -122,27 +99,7 @@ class lmdb_source {
   /// @return the next record of this shard's pass (valid until the next call), or nullptr at
   ///         the end of the pass
   /// @throws crema::lmdb_error naming the path if LMDB fails
-  [[nodiscard]] const lmdb_record* next() {
-    if (shard_.exhausted()) return nullptr;
-    if (options_.permute) {
-      current_ = get(keys_[shard_.next_index()]);
-    } else if (options_.shuffle_buffer > 0) {
-      fill_buffer();
-      sample_rng rng(options_.seed, shard_.epoch(), shard_.position());
-      const std::size_t pick = static_cast<std::size_t>(rng.below(buffer_.size()));
-      current_ = buffer_[pick];
-      if (const auto more = read_sequential()) {
-        buffer_[pick] = *more;
-      } else {
-        buffer_[pick] = buffer_.back();
-        buffer_.pop_back();
-      }
-    } else {
-      current_ = *read_sequential();
-    }
-    shard_.advance();
-    return &current_;
-  }
+  [[nodiscard]] CREMA_LIBRARY_INLINE const lmdb_record* next();
   /// @brief Starts the next pass (the next epoch's order, when shuffled).
   void rewind() {
     shard_.rewind();
@@ -202,100 +159,28 @@ class lmdb_source {
 
  private:
   // A new pass, in the same snapshot: the cursor goes back before the shard's first record.
-  void restart() noexcept {
-    shard_.restart();
-    read_ = 0;
-    cursor_ordinal_ = no_ordinal;
-    buffer_.clear();
-  }
+  CREMA_LIBRARY_INLINE void restart() noexcept;
 
   // A pass from its start, or from `skip` in the first pass.
-  void begin_pass() {
-    restart();
-    if (shard_.epoch() == 0 && options_.skip > 0 && size() > 0) advance_to(options_.skip % size());
-  }
+  CREMA_LIBRARY_INLINE void begin_pass();
 
-  void advance_to(record_position position) {
-    if (options_.permute) {
-      shard_.seek(position, "lmdb_source", key());
-    } else {
-      while (shard_.position() < position) (void)next();  // replayed, draw by draw
-    }
-  }
+  CREMA_LIBRARY_INLINE void advance_to(record_position position);
 
   // The next record of the shard in database order (nothing after the last).
-  std::optional<lmdb_record> read_sequential() {
-    if (read_ >= size()) return std::nullopt;
-    const std::size_t target = static_cast<std::size_t>(shard_.ordinal_at(read_));
-    MDB_val key{};
-    MDB_val value{};
-    int status = MDB_SUCCESS;
-    // A balanced shard's padding reads the pass's first records again: from the first key.
-    if (cursor_ordinal_ == no_ordinal || target < cursor_ordinal_) {
-      status = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST);
-      cursor_ordinal_ = 0;
-    } else {
-      status = mdb_cursor_get(cursor_, &key, &value, MDB_GET_CURRENT);
-    }
-    while (status == MDB_SUCCESS && cursor_ordinal_ < target) {
-      status = mdb_cursor_get(cursor_, &key, &value, MDB_NEXT);
-      ++cursor_ordinal_;
-    }
-    if (status != MDB_SUCCESS) {
-      detail::fail_with_code<lmdb_error>(status, "lmdb_source: cannot read record {} of {}: {}",
-                                         target, path_.string(), mdb_strerror(status));
-    }
-    ++read_;
-    return lmdb_record{as_bytes(key), as_bytes(value)};
-  }
+  CREMA_LIBRARY_INLINE std::optional<lmdb_record> read_sequential();
 
-  void fill_buffer() {
-    while (buffer_.size() < options_.shuffle_buffer) {
-      const auto more = read_sequential();
-      if (!more) break;
-      buffer_.push_back(*more);
-    }
-  }
+  CREMA_LIBRARY_INLINE void fill_buffer();
 
   // Every key, in database order, for random reads.
-  void index_keys() {
-    MDB_val key{};
-    MDB_val value{};
-    int status = mdb_cursor_get(cursor_, &key, &value, MDB_FIRST);
-    while (status == MDB_SUCCESS) {
-      const auto bytes = as_bytes(key);
-      keys_.emplace_back(bytes.begin(), bytes.end());
-      status = mdb_cursor_get(cursor_, &key, &value, MDB_NEXT);
-    }
-    if (status != MDB_NOTFOUND) {
-      detail::lmdb_check(status, "lmdb_source: cannot index the keys of", path_);
-    }
-  }
+  CREMA_LIBRARY_INLINE void index_keys();
 
-  lmdb_record get(std::vector<std::byte>& key_bytes) {
-    MDB_val key{key_bytes.size(), key_bytes.data()};
-    MDB_val value{};
-    const int status = mdb_get(txn_, dbi_, &key, &value);
-    if (status != MDB_SUCCESS) {
-      detail::fail_with_code<lmdb_error>(
-          status, "lmdb_source: cannot read key {} of {}: {}",
-          std::string_view(reinterpret_cast<const char*>(key_bytes.data()), key_bytes.size()),
-          path_.string(), mdb_strerror(status));
-    }
-    return {key_bytes, as_bytes(value)};
-  }
+  CREMA_LIBRARY_INLINE lmdb_record get(std::vector<std::byte>& key_bytes);
 
   static std::span<const std::byte> as_bytes(const MDB_val& value) noexcept {
     return {static_cast<const std::byte*>(value.mv_data), value.mv_size};
   }
 
-  void close() noexcept {
-    if (cursor_ != nullptr) mdb_cursor_close(cursor_);
-    if (txn_ != nullptr) mdb_txn_abort(txn_);
-    cursor_ = nullptr;
-    txn_ = nullptr;
-    env_.reset();
-  }
+  CREMA_LIBRARY_INLINE void close() noexcept;
 
   static constexpr std::size_t no_ordinal = static_cast<std::size_t>(-1);
 
@@ -317,3 +202,7 @@ static_assert(record_source<lmdb_source>);
 static_assert(keyed_record_source<lmdb_source>);
 
 }  // namespace crema
+
+#if defined(CREMA_HEADER_ONLY)
+#include <crema/io/lmdb/detail/lmdb_source_impl.hpp>
+#endif
