@@ -2,8 +2,8 @@
 // decode only the window each sample needs. Training: RandomResizedCrop(224), a random flip and
 // Normalize, shuffled and sharded; evaluation: Resize(256) + CenterCrop(224), in order, once.
 //   imagenet_input ROOT [RANK WORLD]
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_folder_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 

@@ -5,8 +5,8 @@
 //   libtorch_train DATA [--epochs N] [--threads T] [--expect ACCURACY]
 // DATA holds train/ and test/, as examples/python/make_shapes.py writes them. Exits 1 when the
 // test accuracy is below --expect.
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_folder_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/pipeline/epoch_loader.hpp>
 #include <crema/pipeline/host_batch.hpp>
 

@@ -1,8 +1,8 @@
 // The data layer feeding a training loop: a folder of JPEGs (one folder per class) read by two
 // producers that decode only each sample's crop, augment it and batch it while the loop trains.
 //   quick_start ROOT
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_folder_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 

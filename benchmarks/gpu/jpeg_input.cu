@@ -31,10 +31,10 @@
 // 300 to 512 pixels a side, quality 90. The GPU-feed issue's targets: the GPU decoder at least 2x
 // the host's 16 threads; CUDA batches at least 0.9 of host batches; 16 threads at least 3x 4.
 #include <crema/core/cuda/cuda_try.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_folder_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
 #include <crema/memory/cuda/cuda_stream.hpp>

@@ -8,11 +8,11 @@
 
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>

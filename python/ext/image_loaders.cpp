@@ -1,9 +1,9 @@
 // Loaders over image folders and list files, with crema's ImageNet-style transform.
 #include "loader_core.hpp"
 
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 
 #include <cstdint>
 #include <memory>

@@ -5,7 +5,7 @@
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/caffe_batcher.hpp>
 #include <crema/io/caffe/datum.hpp>
-#include <crema/io/image/image_transform.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 

@@ -7,10 +7,10 @@
 // destroyed, and consumers on two devices get batches decoded on their own.
 
 #include <crema/io/caffe/datum.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batcher.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>

@@ -10,7 +10,7 @@
 // nvjpeg_host_test.cpp runs the same flow on a fake nvJPEG in every CI run. Without a GPU:
 // skipped.
 
-#include <crema/io/image/image_transform.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/nvjpeg/nvjpeg_batch_decoder.cuh>
 #include <crema/io/nvjpeg/nvjpeg_batcher.cuh>
 #include <crema/memory/cuda/cuda_stream.hpp>

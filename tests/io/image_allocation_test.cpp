@@ -5,9 +5,9 @@
 // (common/malloc_counter.hpp; not under a sanitizer).
 
 #include <crema/io/caffe/caffe_batcher.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>

@@ -4,9 +4,9 @@
 // the same batches for any producer and thread count.
 
 #include <crema/io/caffe/datum.hpp>
+#include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
-#include <crema/io/image/image_transform.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/epoch_loader.hpp>
 #include <crema/pipeline/host_batch.hpp>

@@ -4,6 +4,7 @@
 
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/resample.hpp>
+#include <crema/io/image/value_normalizer.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
 #include "common/test_data.hpp"
@@ -44,8 +45,9 @@ std::vector<std::uint8_t> resample(const crema::image_view<std::uint8_t>& image,
 }  // namespace
 
 TEST_SUITE("band_resampler") {
-  TEST_CASE("every instruction set gives the same bytes, for shrinking, enlarging, fractional "
-            "boxes and edges") {
+  TEST_CASE(
+      "every instruction set gives the same bytes, for shrinking, enlarging, fractional "
+      "boxes and edges") {
     crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
     const auto bytes = crema::test::read_bytes(crema::test::test_data("coffee.jpg"));
     const auto image = decoder.decode(bytes, "coffee.jpg");

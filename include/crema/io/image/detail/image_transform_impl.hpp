@@ -6,6 +6,7 @@
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/image/resample.hpp>
+#include <crema/io/image/value_normalizer.hpp>
 
 #include <algorithm>
 #include <array>
