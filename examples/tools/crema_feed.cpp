@@ -1,7 +1,7 @@
 // crema-feed: reads a Caffe LMDB through crema's whole data layer (decode, transform, batch) as a
 // training loop would, and says how fast, beside a raw cursor scan of the same database measured
-// in the same run; or a folder or list of JPEGs through ImageNet-style input, beside a loop that
-// only decodes the same files on the same threads.
+// in the same run; or a folder or list of JPEGs, or WebDataset tar shards of them, through
+// ImageNet-style input, beside a loop that only decodes the same images on the same threads.
 
 #include "cli.hpp"
 #include "common/machine.hpp"
@@ -16,13 +16,18 @@
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/lmdb/lmdb_environment.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
+#include <crema/io/shards/shard_file.hpp>
+#include <crema/io/shards/shard_list.hpp>
+#include <crema/io/shards/webdataset_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <lmdb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -32,7 +37,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -57,7 +64,7 @@ constexpr std::string_view usage = R"(usage:
       --checksum (or --ordered), a checksum of every batch's bytes in delivery order, which the
       consumer computes (so it reads every byte, as a training loop does not): with --ordered
       the same seed gives the same checksum for every P and T. --json prints one JSON object.
-  crema-feed --images ROOT [--list FILE] --batch B
+  crema-feed (--images ROOT [--list FILE] | --shards PATTERN) --batch B
              (--random-resized-crop S | --resize S --center-crop C) [--mirror]
              [--normalize m1,m2,m3/s1,s2,s3] [--exact | --reduced-detail] [--producers P]
              [--threads T]
@@ -75,6 +82,9 @@ constexpr std::string_view usage = R"(usage:
       pipeline ordered): its samples as float32, then its labels as float32, batch after batch;
       the same seed gives the same file for every P and T, and the Python package's
       crema.Loader gives the same bytes (python/tests check it).
+      --shards reads WebDataset tar shards instead (`train-{000000..000127}.tar`, or a glob):
+      each sample's jpg/jpeg/png/webp member and its cls; `crema-shards write` makes them from
+      a folder. The decode-only loop then reads each sample's image from its shard.
 )";
 
 double seconds_since(clock_type::time_point start) {
@@ -384,6 +394,114 @@ double decode_only(const Source& source, std::size_t threads, std::size_t epochs
   return static_cast<double>(files * epochs) / seconds;
 }
 
+// The baseline of the shard mode: as above, each sample's image read from its shard (every
+// thread with its own files) and fully decoded.
+double decode_only(const crema::webdataset_source& source, std::size_t threads,
+                   std::size_t epochs) {
+  struct image_at {
+    std::size_t shard;
+    std::uint64_t offset;
+    std::uint64_t size;
+  };
+  std::vector<image_at> images;
+  for (std::size_t s = 0; s < source.shards().size(); ++s) {
+    for (const crema::webdataset_entry& entry : source.entries(s)) {
+      for (const std::string_view extension : {"jpg", "jpeg", "png", "webp"}) {
+        const auto found = std::find_if(
+            entry.members.begin(), entry.members.end(),
+            [&](const crema::webdataset_member& member) { return member.extension == extension; });
+        if (found != entry.members.end()) {
+          images.push_back({s, found->offset, found->size});
+          break;
+        }
+      }
+    }
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> failures{0};
+  const double seconds = seconds_on_threads(threads, [&](std::size_t) {
+    std::map<std::size_t, crema::shard_file> files;
+    std::vector<std::byte> bytes;
+    crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+    for (std::size_t i; (i = next.fetch_add(1)) < images.size() * epochs;) {
+      const image_at& image = images[i % images.size()];
+      auto file = files.find(image.shard);
+      if (file == files.end()) {
+        file = files.emplace(image.shard, crema::shard_file(source.shards()[image.shard])).first;
+      }
+      bytes.resize(static_cast<std::size_t>(image.size));
+      try {
+        file->second.read_at(image.offset, bytes);
+        (void)decoder.decode(bytes, "shard image");
+      } catch (const crema::error&) {
+        failures.fetch_add(1);
+      }
+    }
+  });
+  if (failures.load() != 0 || images.size() != source.records()) {
+    throw crema::format_error(
+        fmt::format("decode-only loop: {} of the samples did not decode",
+                    failures.load() + (source.records() - images.size()) * epochs));
+  }
+  return static_cast<double>(images.size() * epochs) / seconds;
+}
+
+// The samples of one pass, and every byte read once before anything is timed: both loops
+// measure a warm page cache.
+template <class Source>
+std::size_t warm_samples(const Source& source) {
+  crema::image_file_reader reader;
+  for (std::size_t i = 0; i < source.files(); ++i) (void)reader.read(source.file(i));
+  return source.files();
+}
+std::size_t warm_samples(const crema::webdataset_source& source) {
+  std::vector<std::byte> block(std::size_t{1} << 20);
+  for (const std::string& path : source.shards()) {
+    const crema::shard_file file(path);
+    for (std::uint64_t at = 0; at < file.size(); at += block.size()) {
+      file.read_at(at, std::span(block).first(static_cast<std::size_t>(
+                           std::min<std::uint64_t>(block.size(), file.size() - at))));
+    }
+  }
+  return source.records();
+}
+
+// The shards' raw read: one pass of the source alone (every sample's members read, nothing
+// decoded) beside a sequential read() of the same files in 1 MiB blocks, both on one thread
+// (a source is read by one thread at a time) and both over a warm page cache.
+struct raw_read_rates {
+  double source_samples_per_s = 0;
+  double source_bytes_per_s = 0;  // the shards' bytes over the pass's time
+  double read_bytes_per_s = 0;
+};
+
+template <class Source>
+std::optional<raw_read_rates> raw_read(const Source&) {
+  return std::nullopt;  // image files: the decode-only loop reads them
+}
+std::optional<raw_read_rates> raw_read(const crema::webdataset_source& source) {
+  std::uint64_t bytes = 0;
+  std::vector<std::byte> block(std::size_t{1} << 20);
+  const auto read_start = clock_type::now();
+  for (const std::string& path : source.shards()) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw crema::io_error(errno, fmt::format("raw read: cannot open {}", path));
+    for (::ssize_t got; (got = ::read(fd, block.data(), block.size())) > 0;) {
+      bytes += static_cast<std::uint64_t>(got);
+    }
+    ::close(fd);
+  }
+  const double read_seconds = seconds_since(read_start);
+  crema::webdataset_source pass(source.shards());
+  std::size_t samples = 0;
+  const auto pass_start = clock_type::now();
+  while (pass.next() != nullptr) ++samples;
+  const double pass_seconds = seconds_since(pass_start);
+  return raw_read_rates{static_cast<double>(samples) / pass_seconds,
+                        static_cast<double>(bytes) / pass_seconds,
+                        static_cast<double>(bytes) / read_seconds};
+}
+
 std::array<float, 6> parse_normalize(const std::string& text) {
   const auto slash = text.find('/');
   std::vector<float> mean;
@@ -432,7 +550,8 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
     options.geometry = crema::resize_center_crop{short_side, crop, crop};
     geometry = fmt::format("Resize({}) + CenterCrop({})", short_side, crop);
   } else {
-    throw usage_error("--images takes --random-resized-crop S, or --resize S with --center-crop C");
+    throw usage_error(
+        "--images and --shards take --random-resized-crop S, or --resize S with --center-crop C");
   }
   options.mirror = args.flag("mirror");
   if (const auto text = args.option("normalize")) {
@@ -445,15 +564,10 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
     if (args.flag("exact")) throw usage_error("--exact and --reduced-detail: one of them");
     options.decode.detail = crema::decode_detail::reduced;
   }
-  const std::size_t files = source.files();
+  const std::size_t files = warm_samples(source);
   source.shuffle(args.count("seed", 0));
-
-  // Every file read once before either is timed: both measure a warm page cache.
-  {
-    crema::image_file_reader reader;
-    for (std::size_t i = 0; i < files; ++i) (void)reader.read(source.file(i));
-  }
   const double baseline_per_s = decode_only(source, threads, epochs);
+  const std::optional<raw_read_rates> raw = raw_read(source);
 
   const auto dump_path = args.option("dump");
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> dump(
@@ -501,11 +615,18 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
         "\"samples_per_s\": {:.1f}, \"decode_only_samples_per_s\": {:.1f}, "
         "\"ratio_to_decode_only\": {:.4f}, \"starved_fraction\": {:.4f}, \"transform\": \"{}\", "
         "\"mirror\": {}, \"exact\": {}, \"reduced_detail\": {}, \"batch\": {}, "
-        "\"shape\": [{}, {}, {}], \"producers\": {}, \"threads\": {}, \"machine\": \"{}\"}}\n",
+        "\"shape\": [{}, {}, {}], \"producers\": {}, \"threads\": {}, {}\"machine\": \"{}\"}}\n",
         what, files, samples, seconds, per_s, baseline_per_s, per_s / baseline_per_s,
         starved / seconds, geometry, options.mirror, args.flag("exact"),
         args.flag("reduced-detail"), batch_size, out.channels, out.height, out.width, producers,
-        threads, crema::bench::machine_description());
+        threads,
+        raw ? fmt::format(
+                  "\"source_samples_per_s\": {:.1f}, \"source_bytes_per_s\": {:.0f}, "
+                  "\"raw_read_bytes_per_s\": {:.0f}, \"source_ratio_to_raw_read\": {:.4f}, ",
+                  raw->source_samples_per_s, raw->source_bytes_per_s, raw->read_bytes_per_s,
+                  raw->source_bytes_per_s / raw->read_bytes_per_s)
+            : std::string(),
+        crema::bench::machine_description());
     return 0;
   }
   fmt::print("crema-feed: {} ({} images), {}{}, batches of {} x {} x {} x {}\n", what, files,
@@ -520,6 +641,13 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
       "  decode-only loop: {:.0f} images/s (read + full decode, {} threads); ratio = crema / "
       "decode only = {:.3f}\n",
       baseline_per_s, threads, per_s / baseline_per_s);
+  if (raw) {
+    fmt::print(
+        "  source alone: {:.0f} samples/s, {:.0f} MB/s of shards; sequential read() of the same "
+        "shards: {:.0f} MB/s; ratio = source / read() = {:.3f}\n",
+        raw->source_samples_per_s, raw->source_bytes_per_s / 1e6, raw->read_bytes_per_s / 1e6,
+        raw->source_bytes_per_s / raw->read_bytes_per_s);
+  }
   return 0;
 }
 
@@ -530,10 +658,14 @@ int main(int argc, char** argv) {
     const crema::tools::arguments args(
         argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact", "reduced-detail"},
         {"batch", "crop", "mean-file", "mean-values", "scale", "producers", "threads", "epochs",
-         "seed", "images", "list", "random-resized-crop", "resize", "center-crop", "normalize",
-         "dump"});
-    if (const auto root = args.option("images")) {
-      if (args.positional_count() != 0) throw usage_error("--images reads no DB");
+         "seed", "images", "list", "shards", "random-resized-crop", "resize", "center-crop",
+         "normalize", "dump"});
+    const auto shards = args.option("shards");
+    if (shards && (args.option("images") || args.option("list"))) {
+      throw usage_error("--shards or --images: one data set");
+    }
+    if (const auto root = shards ? shards : args.option("images")) {
+      if (args.positional_count() != 0) throw usage_error("--images and --shards read no DB");
       for (const char* lmdb_only : {"crop", "mean-file", "mean-values", "scale"}) {
         if (args.option(lmdb_only)) {
           throw usage_error(
@@ -541,6 +673,9 @@ int main(int argc, char** argv) {
                           "or --resize, and --normalize",
                           lmdb_only));
         }
+      }
+      if (shards) {
+        return feed_images(args, crema::webdataset_source(crema::shard_paths(*shards)), *shards);
       }
       if (const auto list = args.option("list")) {
         return feed_images(args, crema::image_list_source(*list, *root),
@@ -551,7 +686,7 @@ int main(int argc, char** argv) {
     for (const char* image_only :
          {"list", "random-resized-crop", "resize", "center-crop", "normalize", "dump"}) {
       if (args.option(image_only)) {
-        throw usage_error(fmt::format("--{} goes with --images ROOT", image_only));
+        throw usage_error(fmt::format("--{} goes with --images ROOT or --shards", image_only));
       }
     }
     if (args.option("mean-file") && args.option("mean-values")) {

@@ -7,6 +7,8 @@
 #include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
+#include <crema/io/shards/tar.hpp>
+#include <crema/io/shards/webdataset_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/epoch_loader.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -34,6 +36,7 @@
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -726,6 +729,33 @@ TEST_SUITE("image_batcher") {
     CHECK(reduced ==
           epoch(crema::image_folder_source(scratch.path()), 3, 2, crema::decode_detail::reduced));
     CHECK(reduced != one);
+  }
+
+  TEST_CASE(
+      "WebDataset shards of a folder's images give the folder's batches, bytes and labels, "
+      "for any producer and thread count") {
+    crema::test::watchdog guard(120s, "webdataset batches");
+    crema::test::scratch_directory scratch("batcher-shards");
+    const fs::path folder = scratch.path() / "folder";
+    make_folder(folder, 8);
+    // The folder's files in its order, three samples a shard, each its jpg and cls.
+    crema::image_folder_source files(folder);
+    std::vector<std::string> shards;
+    std::optional<crema::tar_writer> shard;
+    for (std::size_t i = 0; const crema::image_file* file = files.next(); ++i) {
+      if (i % 3 == 0) {
+        shards.push_back((scratch.path() / fmt::format("s-{:03}.tar", i / 3)).string());
+        shard.emplace(shards.back());
+      }
+      const std::string key = std::string(file->relative.substr(0, file->relative.rfind('.')));
+      shard->add(key + ".jpg", read_bytes(file->path()));
+      const std::string label = std::to_string(file->label);
+      shard->add(key + ".cls", std::as_bytes(std::span(label)));
+    }
+    shard.reset();
+    const auto from_folder = epoch(crema::image_folder_source(folder), 1, 1);
+    CHECK(epoch(crema::webdataset_source(shards), 1, 1) == from_folder);
+    CHECK(epoch(crema::webdataset_source(shards), 3, 2) == from_folder);
   }
 
   TEST_CASE(

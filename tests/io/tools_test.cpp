@@ -1,7 +1,8 @@
 // crema-lmdb and crema-feed, run as a user runs them: images on disk become an LMDB whose records
 // are those images; mean, stat and dump say what it holds; crema-feed reads it through the data
 // layer with a checksum that does not depend on the producer and thread counts; bad input fails
-// with a message naming the path or key.
+// with a message naming the path or key. crema-shards writes the same images as WebDataset shards
+// that it states and verifies, and that crema-feed --shards reads.
 
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/datum.hpp>
@@ -106,6 +107,7 @@ fs::path make_images(const fs::path& root) {
 
 const std::string lmdb_tool = CREMA_LMDB_TOOL;
 const std::string feed_tool = CREMA_FEED_TOOL;
+const std::string shards_tool = CREMA_SHARDS_TOOL;
 
 // (Built with fmt: GCC 12 at -O3 warns -Wrestrict, falsely, on "'" + path.string() + "'".)
 std::string quoted(const fs::path& path) { return fmt::format("'{}'", path.string()); }
@@ -366,8 +368,10 @@ TEST_SUITE("tools") {
     };
     for (const misuse& m : std::vector<misuse>{
              {"--batch 4",
-              "--images takes --random-resized-crop S, or --resize S with --center-crop C"},
-             {"--batch 4 --random-resized-crop 5 --resize 8 --center-crop 6", "--images takes"},
+              "--images and --shards take --random-resized-crop S, or --resize S with "
+              "--center-crop C"},
+             {"--batch 4 --random-resized-crop 5 --resize 8 --center-crop 6",
+              "--images and --shards take"},
              {"--batch 4 --resize 8 --center-crop 9",
               "--center-crop must be at least 1 and at most --resize"},
              {"--batch 4 --random-resized-crop 5 --normalize 1,2/3,4",
@@ -390,17 +394,80 @@ TEST_SUITE("tools") {
     CHECK(missing.output.find("nowhere does not exist") != std::string::npos);
   }
 
+  TEST_CASE(
+      "crema-shards writes images as WebDataset shards that stat, verify and crema-feed --shards "
+      "read, and verify names a damaged shard and the offset") {
+    scratch_directory scratch("tool-shards");
+    const auto list = make_images(scratch.path());
+    const auto out = scratch.path() / "shards";
+    const auto written =
+        run(fmt::format("{} write {} {} --list {} --shard-samples 4 --prefix train", shards_tool,
+                        quoted(scratch.path() / "images"), quoted(out), quoted(list)));
+    REQUIRE_MESSAGE(written.status == 0, written.output);
+    CHECK(written.output.find("wrote 6 samples in 2 shards: " +
+                              (out / "train-{000000..000001}.tar").string()) != std::string::npos);
+    const std::string pattern = quoted(out / "train-{000000..000001}.tar");
+    const auto stat = run(fmt::format("{} stat {} --json", shards_tool, pattern));
+    REQUIRE_MESSAGE(stat.status == 0, stat.output);
+    CHECK(json_field(stat.output, "shards") == "2");
+    CHECK(json_field(stat.output, "samples") == "6");
+    CHECK(json_field(stat.output, "classes") == "3");
+    CHECK(json_field(stat.output, "without_class") == "0");
+    CHECK(json_field(stat.output, "extensions") == "{\"cls\": 6, \"jpg\": 2, \"png\": 4}");
+    const auto verified = run(fmt::format("{} verify {}", shards_tool, pattern));
+    REQUIRE_MESSAGE(verified.status == 0, verified.output);
+    CHECK(verified.output.find("verified 2 shards: 12 members") != std::string::npos);
+
+    const auto fed = run(fmt::format(
+        "{} --shards {} --batch 4 --random-resized-crop 5 --epochs 2 --producers 2 --json",
+        feed_tool, pattern));
+    REQUIRE_MESSAGE(fed.status == 0, fed.output);
+    CHECK(json_field(fed.output, "files") == "6");
+    CHECK(json_field(fed.output, "samples") == "12");
+    CHECK(std::stod(json_field(fed.output, "decode_only_samples_per_s")) > 0);
+    CHECK(std::stod(json_field(fed.output, "source_samples_per_s")) > 0);
+    CHECK(std::stod(json_field(fed.output, "raw_read_bytes_per_s")) > 0);
+    const auto plain =
+        run(fmt::format("{} --shards {} --batch 4 --resize 8 --center-crop 6", feed_tool, pattern));
+    REQUIRE_MESSAGE(plain.status == 0, plain.output);
+    CHECK(plain.output.find("ratio = source / read() = ") != std::string::npos);
+    const auto both =
+        run(fmt::format("{} --shards {} --images {} --batch 4 --resize 8 "
+                        "--center-crop 6",
+                        feed_tool, pattern, quoted(scratch.path() / "images")));
+    CHECK(both.status == 2);
+    CHECK(both.output.find("--shards or --images: one data set") != std::string::npos);
+
+    // A flipped byte in the second shard's first header.
+    const fs::path damaged = out / "train-000001.tar";
+    {
+      std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(10);
+      file.put('\x7f');
+    }
+    const auto bad = run(fmt::format("{} verify {}", shards_tool, pattern));
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find(fmt::format("tar shard {}: holds no tar header (its checksum fails) at "
+                                      "byte 0",
+                                      damaged.string())) != std::string::npos);
+    const auto none = run(fmt::format("{} stat {}", shards_tool, quoted(out / "nothing-*.tar")));
+    CHECK(none.status == 1);
+    CHECK(none.output.find("nothing-*.tar matches no file") != std::string::npos);
+  }
+
   TEST_CASE("--help and -h print the usage and exit 0, wherever they stand") {
-    for (const std::string& tool : {lmdb_tool, feed_tool}) {
+    const std::pair<std::string, std::string> tools[] = {
+        {lmdb_tool, "crema-lmdb convert ROOT LIST OUT"},
+        {feed_tool, "crema-feed (--images ROOT [--list FILE] | --shards PATTERN)"},
+        {shards_tool, "crema-shards write ROOT OUT"}};
+    for (const auto& [tool, first_line] : tools) {
       for (const char* asked : {"--help", "-h", "convert --help", "db --batch 4 -h"}) {
         CAPTURE(tool);
         CAPTURE(asked);
         const auto help = run(fmt::format("{} {}", tool, asked));
         CHECK(help.status == 0);
         CHECK(help.output.starts_with("usage:\n"));
-        CHECK(help.output.find(tool == lmdb_tool
-                                   ? "crema-lmdb convert ROOT LIST OUT"
-                                   : "crema-feed --images ROOT") != std::string::npos);
+        CHECK(help.output.find(first_line) != std::string::npos);
       }
     }
     // Without it, a missing command is still a usage error.
@@ -417,15 +484,19 @@ TEST_SUITE("tools") {
                             quoted(list), quoted(db)))
                 .status == 0);
     const std::string images = quoted(scratch.path() / "images");
-    const std::string commands[] = {fmt::format("{} convert {} {} {} spare", lmdb_tool, images,
-                                                quoted(list), quoted(scratch.path() / "other")),
-                                    fmt::format("{} mean {} {} spare", lmdb_tool, quoted(db),
-                                                quoted(scratch.path() / "mean.binaryproto")),
-                                    fmt::format("{} stat {} spare", lmdb_tool, quoted(db)),
-                                    fmt::format("{} dump {} 2 spare", lmdb_tool, quoted(db)),
-                                    fmt::format("{} synth {} spare --count 2 --shape 3x4x4",
-                                                lmdb_tool, quoted(scratch.path() / "synth")),
-                                    fmt::format("{} {} spare --batch 2", feed_tool, quoted(db))};
+    const std::string commands[] = {
+        fmt::format("{} convert {} {} {} spare", lmdb_tool, images, quoted(list),
+                    quoted(scratch.path() / "other")),
+        fmt::format("{} mean {} {} spare", lmdb_tool, quoted(db),
+                    quoted(scratch.path() / "mean.binaryproto")),
+        fmt::format("{} stat {} spare", lmdb_tool, quoted(db)),
+        fmt::format("{} dump {} 2 spare", lmdb_tool, quoted(db)),
+        fmt::format("{} synth {} spare --count 2 --shape 3x4x4", lmdb_tool,
+                    quoted(scratch.path() / "synth")),
+        fmt::format("{} {} spare --batch 2", feed_tool, quoted(db)),
+        fmt::format("{} write {} {} spare", shards_tool, images, quoted(scratch.path() / "shards")),
+        fmt::format("{} stat {} spare", shards_tool, quoted(db)),
+        fmt::format("{} verify {} spare", shards_tool, quoted(db))};
     for (const std::string& command : commands) {
       CAPTURE(command);
       const auto extra = run(command);
@@ -435,6 +506,7 @@ TEST_SUITE("tools") {
     }
     // Nothing was written by the refused commands.
     CHECK_FALSE(fs::exists(scratch.path() / "other"));
+    CHECK_FALSE(fs::exists(scratch.path() / "shards"));
     CHECK_FALSE(fs::exists(scratch.path() / "mean.binaryproto"));
     CHECK_FALSE(fs::exists(scratch.path() / "synth"));
   }

@@ -8,10 +8,18 @@
 
 /// @file
 /// The one place that turns every kind of record an image batcher takes into an
-/// `encoded_sample`: an image file (read into a buffer reused from one file to the next) or an
-/// encoded Datum (its bytes, in place). The batchers see encoded images only.
+/// `encoded_sample`: an image file (read into a buffer reused from one file to the next), an
+/// encoded Datum (its bytes, in place) or a record that holds its image (a WebDataset sample). The
+/// batchers see encoded images only.
 
 namespace crema {
+
+/// @brief A record that hands its encoded image, class and name over itself (`encoded()`), as
+/// `webdataset_sample` does.
+template <class Record>
+concept self_encoded_record = requires(const Record& record) {
+  { record.encoded() } -> std::same_as<encoded_sample>;
+};
 
 /// @brief Hands a record's encoded image over. One per producer (a batcher's copy): a file is
 /// read into its own buffer, valid until the next file it reads.
@@ -33,11 +41,19 @@ class encoded_sample_reader {
     return encoded_datum(record);
   }
 
+  /// @brief A record that holds its encoded image and class itself (a WebDataset sample).
+  /// @throws what its `encoded()` throws (a crema::format_error naming it)
+  template <self_encoded_record Record>
+  [[nodiscard]] encoded_sample operator()(const Record& record) const {
+    return record.encoded();
+  }
+
  private:
   image_file_reader files_;
 };
 
-/// @brief A record an image batcher takes: an `image_file` or a `datum_record`.
+/// @brief A record an image batcher takes: an `image_file`, a `datum_record` or a
+/// `self_encoded_record`.
 template <class Record>
 concept encoded_sample_record = requires(encoded_sample_reader& reader, const Record& record) {
   { reader(record) } -> std::same_as<encoded_sample>;

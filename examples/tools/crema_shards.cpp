@@ -1,0 +1,222 @@
+// crema-shards: writes a folder or list of images as WebDataset tar shards, and says what a set
+// of shards holds or whether every byte of it can be read.
+
+#include "cli.hpp"
+
+#include <crema/io/image/image_file.hpp>
+#include <crema/io/image/image_folder_source.hpp>
+#include <crema/io/image/image_list_source.hpp>
+#include <crema/io/shards/shard_file.hpp>
+#include <crema/io/shards/shard_list.hpp>
+#include <crema/io/shards/tar.hpp>
+#include <crema/io/shards/webdataset.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using crema::tools::usage_error;
+
+constexpr std::string_view usage = R"(usage:
+  crema-shards write ROOT OUT [--list FILE] [--prefix NAME] [--shard-samples N]
+                     [--shard-bytes B]
+      Writes the images of ROOT (one folder per class, as torchvision's ImageFolder, classes
+      numbered in sorted order; or the "relative/path label" lines of FILE under ROOT) as
+      WebDataset tar shards OUT/NAME-000000.tar, ... (NAME "shard" by default), in the order
+      read: each sample the image (its extension lowercased) and a `cls` member holding its class,
+      keyed by its path without the extension (dots of the file name as '_'). A shard ends after N
+      samples (default 1000) or once it holds B bytes (default 1 GiB), whichever comes first.
+      Prints the brace pattern that names the shards.
+  crema-shards stat PATTERN [--json]
+      Shards (a brace pattern, a glob or `@LIST`: a file naming them), samples, classes,
+      bytes, and how many samples hold each extension.
+  crema-shards verify PATTERN
+      Reads every header and every member of every shard; exits 1 naming the shard and the byte
+      offset of the first fault.
+)";
+
+// The shards a command line names: a pattern, or @FILE for a list of them.
+std::vector<std::string> shards_named(const std::string& pattern) {
+  if (pattern.starts_with("@")) return crema::read_shard_list(pattern.substr(1));
+  return crema::shard_paths(pattern);
+}
+
+// A WebDataset key from an image's relative path: the extension off, the file name's other dots
+// made underscores (a key's file name may hold none).
+std::string key_of(std::string_view relative) {
+  const std::size_t slash = relative.rfind('/');
+  const std::size_t file = slash == std::string_view::npos ? 0 : slash + 1;
+  const std::size_t dot = relative.rfind('.');
+  std::string key(
+      relative.substr(0, dot != std::string_view::npos && dot > file ? dot : relative.size()));
+  std::replace(key.begin() + static_cast<std::ptrdiff_t>(file), key.end(), '.', '_');
+  return key;
+}
+
+std::string extension_of(std::string_view relative) {
+  const std::size_t slash = relative.rfind('/');
+  const std::size_t dot = relative.rfind('.');
+  if (dot == std::string_view::npos || (slash != std::string_view::npos && dot < slash)) {
+    return "bin";
+  }
+  std::string extension(relative.substr(dot + 1));
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension;
+}
+
+template <class Source>
+int write_shards(const crema::tools::arguments& args, Source& source, const fs::path& out) {
+  const std::string prefix = args.option("prefix").value_or("shard");
+  const std::size_t per_shard = args.count("shard-samples", 1000);
+  const std::size_t most_bytes = args.count("shard-bytes", std::size_t{1} << 30);
+  if (per_shard == 0 || most_bytes == 0) {
+    throw usage_error("--shard-samples and --shard-bytes: at least 1");
+  }
+  fs::create_directories(out);
+  crema::image_file_reader reader;
+  std::optional<crema::tar_writer> shard;
+  std::size_t shards = 0;
+  std::size_t in_shard = 0;
+  std::size_t samples = 0;
+  std::set<std::string> keys;
+  while (const crema::image_file* file = source.next()) {
+    if (!shard || in_shard == per_shard || shard->bytes() >= most_bytes) {
+      if (shard) shard->finish();
+      shard.emplace((out / fmt::format("{}-{:06}.tar", prefix, shards++)).string());
+      in_shard = 0;
+    }
+    const std::string key = key_of(file->relative);
+    if (!keys.insert(key).second) {
+      throw crema::config_error(fmt::format(
+          "crema-shards: {} and an earlier image share the key {} (their names differ only "
+          "after the first dot)",
+          file->path(), key));
+    }
+    shard->add(key + "." + extension_of(file->relative), reader.read(*file));
+    const std::string label = std::to_string(file->label);
+    shard->add(key + ".cls", std::as_bytes(std::span(label)));
+    ++in_shard;
+    ++samples;
+  }
+  if (!shard) throw crema::config_error("crema-shards: no image to write");
+  shard->finish();
+  const std::string last = fmt::format("{:06}", shards - 1);
+  fmt::print("wrote {} samples in {} shards: {}\n", samples, shards,
+             (out / fmt::format("{}-{{000000..{}}}.tar", prefix, last)).string());
+  return 0;
+}
+
+int stat_shards(const crema::tools::arguments& args, const std::string& pattern) {
+  const auto shards = shards_named(pattern);
+  std::size_t samples = 0;
+  std::uint64_t bytes = 0;
+  std::set<std::int64_t> classes;
+  std::size_t without_class = 0;
+  std::map<std::string, std::size_t> extensions;
+  std::vector<std::byte> text;
+  for (const std::string& path : shards) {
+    const crema::shard_file file(path);
+    bytes += file.size();
+    for (const crema::webdataset_entry& entry : crema::index_webdataset(file)) {
+      ++samples;
+      bool has_class = false;
+      for (const crema::webdataset_member& member : entry.members) {
+        ++extensions[member.extension];
+        if (member.extension != "cls" || member.size > 32) continue;
+        text.resize(static_cast<std::size_t>(member.size));
+        file.read_at(member.offset, text);
+        const std::string digits(reinterpret_cast<const char*>(text.data()), text.size());
+        try {
+          classes.insert(std::stoll(digits));
+          has_class = true;
+        } catch (const std::exception&) {  // counted below
+        }
+      }
+      without_class += has_class ? 0 : 1;
+    }
+  }
+  if (args.flag("json")) {
+    std::string by_extension;
+    for (const auto& [extension, count] : extensions) {
+      by_extension +=
+          fmt::format("{}\"{}\": {}", by_extension.empty() ? "" : ", ", extension, count);
+    }
+    fmt::print(
+        "{{\"shards\": {}, \"samples\": {}, \"classes\": {}, \"without_class\": {}, \"bytes\": {}, "
+        "\"extensions\": {{{}}}}}\n",
+        shards.size(), samples, classes.size(), without_class, bytes, by_extension);
+    return 0;
+  }
+  fmt::print("{} shards, {} samples, {} classes, {} bytes\n", shards.size(), samples,
+             classes.size(), bytes);
+  if (without_class != 0) fmt::print("{} samples without a class number\n", without_class);
+  for (const auto& [extension, count] : extensions) fmt::print("  {}: {}\n", extension, count);
+  return 0;
+}
+
+int verify_shards(const std::string& pattern) {
+  const auto shards = shards_named(pattern);
+  std::size_t members = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::byte> data;
+  for (const std::string& path : shards) {
+    const crema::shard_file file(path);
+    crema::tar_scanner scanner(file);
+    while (const auto member = scanner.next()) {
+      data.resize(static_cast<std::size_t>(std::min<std::uint64_t>(member->size, 1 << 20)));
+      for (std::uint64_t at = 0; at < member->size; at += data.size()) {
+        const auto count =
+            static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), member->size - at));
+        file.read_at(member->offset + at, std::span(data).first(count));
+      }
+      ++members;
+      bytes += member->size;
+    }
+  }
+  fmt::print("verified {} shards: {} members, {} bytes of data\n", shards.size(), members, bytes);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return crema::tools::run_tool("crema-shards", usage, argc, argv, [&] {
+    const crema::tools::arguments args(argc, argv, 1, {"json"},
+                                       {"list", "prefix", "shard-samples", "shard-bytes"});
+    const std::string& command = args.positional(0, "a command (write, stat, verify)");
+    if (command == "write") {
+      args.allow_positionals(3);
+      const fs::path root = args.positional(1, "ROOT");
+      const fs::path out = args.positional(2, "OUT");
+      if (const auto list = args.option("list")) {
+        crema::image_list_source source(*list, root);
+        return write_shards(args, source, out);
+      }
+      crema::image_folder_source source(root);
+      return write_shards(args, source, out);
+    }
+    if (command == "stat") {
+      args.allow_positionals(2);
+      return stat_shards(args, args.positional(1, "PATTERN"));
+    }
+    if (command == "verify") {
+      args.allow_positionals(2);
+      return verify_shards(args.positional(1, "PATTERN"));
+    }
+    throw usage_error(fmt::format("unknown command '{}'", command));
+  });
+}
