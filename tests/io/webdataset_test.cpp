@@ -75,8 +75,8 @@ void write_shard(const fs::path& path, const std::string& prefix, std::size_t fi
 
 std::vector<std::string> keys_of_pass(crema::webdataset_source& source) {
   std::vector<std::string> keys;
-  while (const crema::webdataset_sample* sample = source.next()) {
-    keys.emplace_back(sample->key());
+  while (const crema::webdataset_record* record = source.next()) {
+    keys.emplace_back(record->key());
   }
   return keys;
 }
@@ -169,13 +169,14 @@ TEST_SUITE("tar") {
               0);
       crema::webdataset_source source({archive.string()});
       REQUIRE(source.records() == 2);
-      const crema::webdataset_sample* first = source.next();
-      CHECK(first->key() == "a/x1");
-      CHECK(first->image().size() == 700);
-      CHECK(first->cls() == 3);
-      const crema::webdataset_sample* second = source.next();
-      CHECK(second->key() == (format == "USTAR_FORMAT" ? "b/x2" : long_key));
-      CHECK(second->cls() == 7);
+      crema::webdataset_sample sample;
+      source.next()->read(sample);
+      CHECK(sample.key() == "a/x1");
+      CHECK(sample.image().size() == 700);
+      CHECK(sample.cls() == 3);
+      source.next()->read(sample);
+      CHECK(sample.key() == (format == "USTAR_FORMAT" ? "b/x2" : long_key));
+      CHECK(sample.cls() == 7);
     }
   }
 
@@ -319,26 +320,40 @@ TEST_SUITE("webdataset") {
       tar.add("k2.cls", bytes_of("cat"));
     }
     crema::webdataset_source source({path.string()});
-    const crema::webdataset_sample* first = source.next();
-    REQUIRE(first != nullptr);
-    CHECK(first->key() == "k1");
-    CHECK(first->shard() == path.string());
-    CHECK(first->image().size() == 1);
-    CHECK(first->cls() == 42);
-    CHECK(first->text() == "a dog");
-    CHECK(first->extensions() == std::vector<std::string_view>{"webp", "cls", "txt"});
-    const crema::encoded_sample encoded = first->encoded();
+    const crema::webdataset_record* record = source.next();
+    REQUIRE(record != nullptr);
+    CHECK(record->key() == "k1");
+    CHECK(record->shard() == path.string());
+    crema::webdataset_sample first;
+    record->read(first);
+    CHECK(first.key() == "k1");
+    CHECK(first.shard() == path.string());
+    CHECK(first.image().size() == 1);
+    CHECK(first.cls() == 42);
+    CHECK(first.text() == "a dog");
+    CHECK(first.extensions() == std::vector<std::string_view>{"webp", "cls", "txt"});
+    const crema::encoded_sample encoded = first.encoded();
     CHECK(encoded.label == 42);
     CHECK(encoded.key == path.string() + ":k1");
-    CHECK_FALSE(first->member("json"));
+    CHECK_FALSE(first.member("json"));
+    // Read where it lies, as the image batchers read it: the image, the class and the name.
+    std::vector<std::byte> buffer;
+    const crema::encoded_sample read = record->read_encoded(buffer);
+    CHECK(read.bytes.size() == 1);
+    CHECK(std::to_integer<char>(read.bytes[0]) == 'W');
+    CHECK(read.label == 42);
+    CHECK(read.key == path.string() + ":k1");
 
-    const crema::webdataset_sample* second = source.next();
-    REQUIRE(second != nullptr);
+    const crema::webdataset_record* other = source.next();
+    REQUIRE(other != nullptr);
+    crema::webdataset_sample second;
+    other->read(second);
+    const std::string no_image =
+        fmt::format("webdataset sample {}:k2: no 'jpg' member (it has: json, cls)", path.string());
+    CHECK(message_of<crema::format_error>([&] { (void)second.image(); }) == no_image);
+    CHECK(message_of<crema::format_error>([&] { (void)other->read_encoded(buffer); }) == no_image);
     CHECK(
-        message_of<crema::format_error>([&] { (void)second->image(); }) ==
-        fmt::format("webdataset sample {}:k2: no 'jpg' member (it has: json, cls)", path.string()));
-    CHECK(
-        message_of<crema::format_error>([&] { (void)second->cls(); }) ==
+        message_of<crema::format_error>([&] { (void)second.cls(); }) ==
         fmt::format("webdataset sample {}:k2: its cls 'cat' is not a class number", path.string()));
     CHECK(source.next() == nullptr);
   }
@@ -406,16 +421,18 @@ TEST_SUITE("webdataset_source") {
     CHECK(source.records() == 12);
     CHECK(source.size() == 12);
     std::vector<std::string> keys;
-    while (const crema::webdataset_sample* sample = source.next()) {
-      keys.emplace_back(sample->key());
-      CHECK(sample->text("jpg") == "image of " + std::string(sample->key()));
-      CHECK(sample->cls() == static_cast<std::int32_t>(keys.size() - 1) % 10);
+    crema::webdataset_sample sample;
+    while (const crema::webdataset_record* record = source.next()) {
+      keys.emplace_back(record->key());
+      record->read(sample);
+      CHECK(sample.text("jpg") == "image of " + std::string(sample.key()));
+      CHECK(sample.cls() == static_cast<std::int32_t>(keys.size() - 1) % 10);
     }
     REQUIRE(keys.size() == 12);
     CHECK(keys.front() == "p/00000");
     CHECK(keys[7] == "q/00007");
     source.rewind();
-    const crema::webdataset_sample* first = source.next();
+    const crema::webdataset_record* first = source.next();
     REQUIRE(first != nullptr);
     CHECK(source.record_key(*first) == (scratch.path() / "s0.tar").string() + ":p/00000");
   }

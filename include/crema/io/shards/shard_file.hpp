@@ -6,17 +6,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 /// @file
-/// A shard on a local (or network) filesystem, read at byte offsets: what the tar and TFRecord
-/// readers take. Component: core.
+/// A shard on a local (or network) filesystem, read at byte offsets (`shard_file`), and the
+/// shards of a data set, opened on demand and shared by the threads that read them
+/// (`shard_set`): what the tar and TFRecord readers take. Component: core.
 
 namespace crema {
 
@@ -85,6 +90,47 @@ class shard_file {
   std::string path_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
+};
+
+/// @brief The shards of a data set by number, each opened when first read and kept open while
+/// among the most recently used (at most `most_open` at once, so a data set of thousands of
+/// shards stays within the process's file limit). Thread-safe: producers read samples of any
+/// shard at once, each read holding its file open while it reads.
+class shard_set {
+ public:
+  explicit shard_set(std::vector<std::string> paths, std::size_t most_open = 16)
+      : paths_(std::move(paths)), most_open_(std::max<std::size_t>(1, most_open)) {}
+
+  /// @return shard `s`'s path
+  [[nodiscard]] const std::string& path(std::size_t s) const { return paths_.at(s); }
+  /// @return the shards' paths
+  [[nodiscard]] const std::vector<std::string>& paths() const noexcept { return paths_; }
+  [[nodiscard]] std::size_t size() const noexcept { return paths_.size(); }
+
+  /// @return shard `s`, opened now if it is not open
+  /// @throws crema::io_error naming the path if it does not open
+  [[nodiscard]] std::shared_ptr<const shard_file> open(std::size_t s) const {
+    {
+      const std::scoped_lock lock(mutex_);
+      const auto found = std::find_if(open_.begin(), open_.end(),
+                                      [&](const auto& entry) { return entry.first == s; });
+      if (found != open_.end()) {
+        std::rotate(open_.begin(), found, found + 1);  // to the front: used last
+        return open_.front().second;
+      }
+    }
+    auto opened = std::make_shared<const shard_file>(paths_.at(s));  // the lock released
+    const std::scoped_lock lock(mutex_);
+    if (open_.size() >= most_open_) open_.pop_back();  // closed once its last read ends
+    open_.insert(open_.begin(), {s, opened});
+    return opened;
+  }
+
+ private:
+  std::vector<std::string> paths_;
+  std::size_t most_open_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<std::size_t, std::shared_ptr<const shard_file>>> open_;
 };
 
 }  // namespace crema

@@ -84,6 +84,40 @@ template <class Shard>
   return samples;
 }
 
+namespace detail {
+
+// A `cls` member's text as a class number: decimal, spaces and newlines around it allowed.
+[[nodiscard]] inline std::int32_t class_number(std::string_view digits, std::string_view sample) {
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.front()))) {
+    digits.remove_prefix(1);
+  }
+  while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.back()))) {
+    digits.remove_suffix(1);
+  }
+  std::int32_t value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc{} || end != digits.data() + digits.size() || digits.empty()) {
+    fail<format_error>("webdataset sample {}: its cls '{}' is not a class number", sample,
+                       digits.substr(0, 32));
+  }
+  return value;
+}
+
+// The extensions of a sample's members, for the error that says one is missing.
+template <class Members>
+[[noreturn]] void missing_member(std::string_view sample, std::string_view extension,
+                                 const Members& members) {
+  std::string have;
+  for (const auto& m : members) have += (have.empty() ? "" : ", ") + m.extension;
+  fail<format_error>("webdataset sample {}: no '{}' member (it has: {})", sample, extension,
+                     have.empty() ? "none" : have);
+}
+
+// The extensions an image member may have, in the order a sample's image is looked for.
+inline constexpr std::array<std::string_view, 4> image_extensions = {"jpg", "jpeg", "png", "webp"};
+
+}  // namespace detail
+
 /// @brief One sample as a source hands it to a transform: its members' bytes by extension.
 ///
 /// `image()` is the first of its `jpg`, `jpeg`, `png` and `webp` members, `cls()` its `cls`
@@ -136,7 +170,7 @@ class webdataset_sample {
   /// @return its image: the first of its `jpg`, `jpeg`, `png` and `webp` members
   /// @throws crema::format_error naming the sample if it has none
   [[nodiscard]] std::span<const std::byte> image() const {
-    for (const std::string_view extension : {"jpg", "jpeg", "png", "webp"}) {
+    for (const std::string_view extension : detail::image_extensions) {
       if (auto found = member(extension)) return *found;
     }
     missing("jpg");
@@ -144,22 +178,7 @@ class webdataset_sample {
   /// @return its class: the `cls` member, a decimal number (spaces and a newline around it
   /// allowed)
   /// @throws crema::format_error naming the sample if it has no `cls` or it is not a number
-  [[nodiscard]] std::int32_t cls() const {
-    std::string_view digits = text("cls");
-    while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.front()))) {
-      digits.remove_prefix(1);
-    }
-    while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.back()))) {
-      digits.remove_suffix(1);
-    }
-    std::int32_t value = 0;
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (error != std::errc{} || end != digits.data() + digits.size() || digits.empty()) {
-      detail::fail<format_error>("webdataset sample {}: its cls '{}' is not a class number", name_,
-                                 digits.substr(0, 32));
-    }
-    return value;
-  }
+  [[nodiscard]] std::int32_t cls() const { return detail::class_number(text("cls"), name_); }
   /// @return its image, class and name, as the image batchers take them
   /// @throws crema::format_error as `image` and `cls`
   [[nodiscard]] encoded_sample encoded() const { return {image(), cls(), name_}; }
@@ -187,10 +206,7 @@ class webdataset_sample {
 
  private:
   [[noreturn]] void missing(std::string_view extension) const {
-    std::string have;
-    for (const auto& m : members_) have += (have.empty() ? "" : ", ") + m.extension;
-    detail::fail<format_error>("webdataset sample {}: no '{}' member (it has: {})", name_,
-                               extension, have.empty() ? "none" : have);
+    detail::missing_member(name_, extension, members_);
   }
 
   std::string name_;  // shard:key

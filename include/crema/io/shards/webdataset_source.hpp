@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/io/encoded_sample.hpp>
 #include <crema/io/shards/shard_file.hpp>
 #include <crema/io/shards/webdataset.hpp>
 #include <crema/pipeline/detail/cursor_source.hpp>
@@ -10,30 +11,109 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 /// @file
 /// A record source over WebDataset tar shards on a filesystem, indexed when it opens (every
-/// shard's headers read, no data), then read sample by sample at their offsets. Component: core.
+/// shard's headers read, no data); its records say where a sample lies, and the transforms read
+/// it on their producers' threads. Component: core.
 
 namespace crema {
+
+/// @brief One sample of a `webdataset_source`: its shard and where its members lie there (the
+/// source's index, valid while the source lives). Nothing is read until a transform reads it, on
+/// its producer's thread, so producers read in parallel: `read(sample)` reads every member,
+/// `read_encoded(buffer)` its image and class (what the image batchers call).
+class webdataset_record {
+ public:
+  webdataset_record() noexcept = default;
+  webdataset_record(const shard_set& shards, std::size_t shard,
+                    const webdataset_entry& entry) noexcept
+      : shards_(&shards), shard_(shard), entry_(&entry) {}
+
+  /// @return the sample's key
+  [[nodiscard]] std::string_view key() const noexcept { return entry_->key; }
+  /// @return its shard's path
+  [[nodiscard]] const std::string& shard() const { return shards_->path(shard_); }
+  /// @return "shard:key", what errors name it by
+  [[nodiscard]] std::string name() const { return shard() + ":" + entry_->key; }
+  /// @return its members' extensions and places, as the index has them
+  [[nodiscard]] const webdataset_entry& entry() const noexcept { return *entry_; }
+
+  /// @brief Reads every member of the sample into `into` (its memory reused).
+  /// @throws crema::io_error naming the shard and offset if the read fails
+  void read(webdataset_sample& into) const {
+    into.assign(shard(), *entry_);
+    if (!entry_->members.empty()) {
+      shards_->open(shard_)->read_at(entry_->members.front().offset, into.data());
+    }
+  }
+
+  /// @brief Reads the sample's image (its first `jpg`, `jpeg`, `png` or `webp` member) and its
+  /// `cls` into `buffer` (its memory reused), and hands them over with its name, all viewing
+  /// `buffer`.
+  /// @throws crema::format_error naming the sample if it has no image, no `cls`, or a `cls` that
+  ///         is not a number; crema::io_error naming the shard and offset if a read fails
+  [[nodiscard]] encoded_sample read_encoded(std::vector<std::byte>& buffer) const {
+    const webdataset_member* image = nullptr;
+    for (const std::string_view extension : detail::image_extensions) {
+      if ((image = find(extension)) != nullptr) break;
+    }
+    if (image == nullptr) detail::missing_member(name(), "jpg", entry_->members);
+    const webdataset_member* label = find("cls");
+    if (label == nullptr) detail::missing_member(name(), "cls", entry_->members);
+    const std::string& path = shard();
+    const auto image_size = static_cast<std::size_t>(image->size);
+    const auto label_size = static_cast<std::size_t>(std::min<std::uint64_t>(label->size, 64));
+    const std::size_t name_size = path.size() + 1 + entry_->key.size();
+    buffer.resize(image_size + label_size + name_size);
+    const std::span<std::byte> all(buffer);
+    const auto file = shards_->open(shard_);
+    file->read_at(image->offset, all.first(image_size));
+    file->read_at(label->offset, all.subspan(image_size, label_size));
+    // The name after them, so that the key the batcher's errors name lives as long as the bytes.
+    char* name_at = reinterpret_cast<char*>(buffer.data() + image_size + label_size);
+    std::copy(path.begin(), path.end(), name_at);
+    name_at[path.size()] = ':';
+    std::copy(entry_->key.begin(), entry_->key.end(), name_at + path.size() + 1);
+    const std::string_view name_view(name_at, name_size);
+    const std::string_view digits(reinterpret_cast<const char*>(buffer.data() + image_size),
+                                  label_size);
+    return {all.first(image_size), detail::class_number(digits, name_view), name_view};
+  }
+
+ private:
+  [[nodiscard]] const webdataset_member* find(std::string_view extension) const noexcept {
+    for (const webdataset_member& member : entry_->members) {
+      if (member.extension == extension) return &member;
+    }
+    return nullptr;
+  }
+
+  const shard_set* shards_ = nullptr;
+  std::size_t shard_ = 0;
+  const webdataset_entry* entry_ = nullptr;
+};
 
 /// @brief A source over WebDataset tar shards (`train-{000000..001023}.tar`, through
 /// `shard_paths`): every sample of every shard, in shard order, then sample order.
 ///
 /// Opening it reads every shard's headers (not their data) into an index of where each sample's
-/// members lie; `next()` then reads one sample's members with one read. So it is an indexed
-/// source like the others: `shuffle(seed)` visits the samples in a permutation keyed by (seed,
-/// epoch), `shard(rank, world)` keeps every `world`-th sample of the pass from `rank` (disjoint,
-/// together complete), `balance` gives every rank as many samples (and so batches), and
-/// `position()` / `seek()` resume exactly, all through the `shard_cursor` every indexed source
-/// shares. `records_are_stable` is false: a sample owns its bytes, and the pipeline keeps its own
-/// copy. Used by one thread at a time.
+/// members lie; `next()` hands over a `webdataset_record`, which the transform reads on its
+/// producer's thread (the image batchers do so themselves), so samples are read in parallel as
+/// image files are. It is an indexed source like the others: `shuffle(seed)` visits the samples
+/// in a permutation keyed by (seed, epoch), `shard(rank, world)` keeps every `world`-th sample of
+/// the pass from `rank` (disjoint, together complete), `balance` gives every rank as many samples
+/// (and so batches), and `position()` / `seek()` resume exactly, all through the `shard_cursor`
+/// every indexed source shares. Used by one thread at a time; its records are read by any.
 class webdataset_source : public detail::cursor_source<webdataset_source> {
  public:
-  using record_type = webdataset_sample;
+  using record_type = webdataset_record;
   static constexpr bool records_are_stable = false;
   static constexpr const char* source_name = "webdataset_source";
 
@@ -42,15 +122,16 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
   ///         crema::io_error naming a shard that does not open; crema::format_error naming the
   ///         shard and byte offset where one is not a tar archive
   explicit webdataset_source(std::vector<std::string> shards)
-      : detail::cursor_source<webdataset_source>(0), paths_(std::move(shards)) {
-    if (paths_.empty()) detail::fail<config_error>("webdataset_source: no shard given");
-    first_.reserve(paths_.size() + 1);
+      : detail::cursor_source<webdataset_source>(0),
+        shards_(std::make_unique<shard_set>(std::move(shards))) {
+    if (shards_->size() == 0) detail::fail<config_error>("webdataset_source: no shard given");
+    first_.reserve(shards_->size() + 1);
     first_.push_back(0);
-    entries_.resize(paths_.size());
-    for (std::size_t s = 0; s < paths_.size(); ++s) {
-      entries_[s] = index_webdataset(file(s));
+    entries_.resize(shards_->size());
+    for (std::size_t s = 0; s < shards_->size(); ++s) {
+      entries_[s] = index_webdataset(*shards_->open(s));
       if (entries_[s].empty()) {
-        detail::fail<config_error>("webdataset_source: shard {} holds no sample", paths_[s]);
+        detail::fail<config_error>("webdataset_source: shard {} holds no sample", shards_->path(s));
       }
       first_.push_back(first_.back() + entries_[s].size());
     }
@@ -58,18 +139,21 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
   }
 
   /// @return the next sample of this shard's pass (valid until the next call), or nullptr at the
-  ///         end of the pass
-  /// @throws crema::io_error naming the shard and offset if a read fails
-  [[nodiscard]] const webdataset_sample* next() {
+  ///         end of the pass; nothing of it is read yet
+  [[nodiscard]] const webdataset_record* next() {
     if (cursor_.exhausted()) return nullptr;
-    const std::uint64_t index = cursor_.next_index();
-    const std::size_t s = static_cast<std::size_t>(
-        std::upper_bound(first_.begin(), first_.end(), index) - first_.begin() - 1);
-    const webdataset_entry& entry = entries_[s][static_cast<std::size_t>(index - first_[s])];
-    current_.assign(paths_[s], entry);
-    if (!entry.members.empty()) file(s).read_at(entry.members.front().offset, current_.data());
+    current_ = record(cursor_.next_index());
     cursor_.advance();
     return &current_;
+  }
+
+  /// @return sample `index` of the whole data (shard order, then sample order), not read yet
+  /// @throws std::out_of_range past the last
+  [[nodiscard]] webdataset_record record(std::uint64_t index) const {
+    if (index >= first_.back()) throw std::out_of_range("webdataset_source: no such sample");
+    const std::size_t s = static_cast<std::size_t>(
+        std::upper_bound(first_.begin(), first_.end(), index) - first_.begin() - 1);
+    return {*shards_, s, entries_[s][static_cast<std::size_t>(index - first_[s])]};
   }
 
   /// @brief Keeps every `world`-th sample of the pass, from `rank`; the pass starts again.
@@ -80,17 +164,17 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
     if (cursor_.size() == 0) {
       detail::fail<config_error>(
           "webdataset_source: rank {} of {} gets no sample: the {} shards hold {} samples", rank,
-          world, paths_.size(), cursor_.records());
+          world, shards_->size(), cursor_.records());
     }
   }
 
-  /// @return "webdataset:" and the first shard's path, with the number of shards
+  /// @return "webdataset:" and the first shard's path, with the number of shards after it
   [[nodiscard]] std::string key() const {
-    return "webdataset:" + paths_.front() + "+" + std::to_string(paths_.size() - 1);
+    return "webdataset:" + shards_->path(0) + "+" + std::to_string(shards_->size() - 1);
   }
   /// @return "shard:key" of a sample
-  [[nodiscard]] std::string record_key(const webdataset_sample& sample) const {
-    return sample.name();
+  [[nodiscard]] std::string record_key(const webdataset_record& record) const {
+    return record.name();
   }
   /// @return the samples of this shard's pass
   [[nodiscard]] std::size_t size() const noexcept {
@@ -101,33 +185,17 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
     return static_cast<std::size_t>(cursor_.records());
   }
   /// @return the shards' paths
-  [[nodiscard]] const std::vector<std::string>& shards() const noexcept { return paths_; }
+  [[nodiscard]] const std::vector<std::string>& shards() const noexcept { return shards_->paths(); }
   /// @return shard `s`'s samples, as its index has them
   [[nodiscard]] const std::vector<webdataset_entry>& entries(std::size_t s) const {
     return entries_.at(s);
   }
 
  private:
-  static constexpr std::size_t most_open = 8;  // files kept open, the latest used
-
-  // Shard `s`, opened if it is not among the last few used.
-  const shard_file& file(std::size_t s) {
-    const auto found = std::find_if(open_.begin(), open_.end(),
-                                    [&](const auto& entry) { return entry.first == s; });
-    if (found != open_.end()) {
-      std::rotate(open_.begin(), found, found + 1);  // to the front: used last
-      return *open_.front().second;
-    }
-    if (open_.size() == most_open) open_.pop_back();
-    open_.insert(open_.begin(), {s, std::make_unique<shard_file>(paths_[s])});
-    return *open_.front().second;
-  }
-
-  std::vector<std::string> paths_;
+  std::unique_ptr<shard_set> shards_;  // where records point: it stays put when the source moves
   std::vector<std::vector<webdataset_entry>> entries_;  // per shard
   std::vector<std::uint64_t> first_;  // per shard, the index of its first sample; then the total
-  std::vector<std::pair<std::size_t, std::unique_ptr<shard_file>>> open_;
-  webdataset_sample current_;
+  webdataset_record current_;
 };
 
 static_assert(keyed_record_source<webdataset_source>);
