@@ -18,6 +18,7 @@
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/shards/shard_file.hpp>
 #include <crema/io/shards/shard_list.hpp>
+#include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -44,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -368,10 +370,16 @@ int feed(const crema::tools::arguments& args) {
   return 0;
 }
 
+// Whether crema-feed reads `Source` as shards (WebDataset or TFRecord), not image files.
+template <class Source>
+constexpr bool is_shard_source = std::is_same_v<Source, crema::webdataset_source> ||
+                                 std::is_same_v<Source, crema::tfrecord_source>;
+
 // The baseline of the image mode: T threads that read and fully decode every file once per epoch
 // with TurboJPEG (to RGB), nothing else. Files are dealt from one counter.
 template <class Source>
-double decode_only(const Source& source, std::size_t threads, std::size_t epochs) {
+requires(!is_shard_source<Source>) double decode_only(const Source& source, std::size_t threads,
+                                                      std::size_t epochs) {
   const std::size_t files = source.files();
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> failures{0};
@@ -394,67 +402,43 @@ double decode_only(const Source& source, std::size_t threads, std::size_t epochs
   return static_cast<double>(files * epochs) / seconds;
 }
 
-// The baseline of the shard mode: as above, each sample's image read from its shard (every
-// thread with its own files) and fully decoded.
-double decode_only(const crema::webdataset_source& source, std::size_t threads,
-                   std::size_t epochs) {
-  struct image_at {
-    std::size_t shard;
-    std::uint64_t offset;
-    std::uint64_t size;
-  };
-  std::vector<image_at> images;
-  for (std::size_t s = 0; s < source.shards().size(); ++s) {
-    for (const crema::webdataset_entry& entry : source.entries(s)) {
-      for (const std::string_view extension : {"jpg", "jpeg", "png", "webp"}) {
-        const auto found = std::find_if(
-            entry.members.begin(), entry.members.end(),
-            [&](const crema::webdataset_member& member) { return member.extension == extension; });
-        if (found != entry.members.end()) {
-          images.push_back({s, found->offset, found->size});
-          break;
-        }
-      }
-    }
-  }
+// The baseline of the shard modes: as above, each sample's image read from its shard (and, for a
+// TFRecord, its CRC checked and its Example decoded to find the image) and fully decoded.
+template <class Source>
+requires is_shard_source<Source>
+double decode_only(const Source& source, std::size_t threads, std::size_t epochs) {
+  const std::size_t records = source.records();
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> failures{0};
   const double seconds = seconds_on_threads(threads, [&](std::size_t) {
-    std::map<std::size_t, crema::shard_file> files;
-    std::vector<std::byte> bytes;
+    std::vector<std::byte> buffer;
     crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
-    for (std::size_t i; (i = next.fetch_add(1)) < images.size() * epochs;) {
-      const image_at& image = images[i % images.size()];
-      auto file = files.find(image.shard);
-      if (file == files.end()) {
-        file = files.emplace(image.shard, crema::shard_file(source.shards()[image.shard])).first;
-      }
-      bytes.resize(static_cast<std::size_t>(image.size));
+    for (std::size_t i; (i = next.fetch_add(1)) < records * epochs;) {
       try {
-        file->second.read_at(image.offset, bytes);
-        (void)decoder.decode(bytes, "shard image");
+        const crema::encoded_sample image = source.record(i % records).read_encoded(buffer);
+        (void)decoder.decode(image.bytes, image.key);
       } catch (const crema::error&) {
         failures.fetch_add(1);
       }
     }
   });
-  if (failures.load() != 0 || images.size() != source.records()) {
+  if (failures.load() != 0) {
     throw crema::format_error(
-        fmt::format("decode-only loop: {} of the samples did not decode",
-                    failures.load() + (source.records() - images.size()) * epochs));
+        fmt::format("decode-only loop: {} of the samples did not decode", failures.load()));
   }
-  return static_cast<double>(images.size() * epochs) / seconds;
+  return static_cast<double>(records * epochs) / seconds;
 }
 
 // The samples of one pass, and every byte read once before anything is timed: both loops
 // measure a warm page cache.
 template <class Source>
-std::size_t warm_samples(const Source& source) {
+requires(!is_shard_source<Source>) std::size_t warm_samples(const Source& source) {
   crema::image_file_reader reader;
   for (std::size_t i = 0; i < source.files(); ++i) (void)reader.read(source.file(i));
   return source.files();
 }
-std::size_t warm_samples(const crema::webdataset_source& source) {
+template <class Source>
+requires is_shard_source<Source> std::size_t warm_samples(const Source& source) {
   std::vector<std::byte> block(std::size_t{1} << 20);
   for (const std::string& path : source.shards()) {
     const crema::shard_file file(path);
@@ -476,10 +460,11 @@ struct raw_read_rates {
 };
 
 template <class Source>
-std::optional<raw_read_rates> raw_read(const Source&) {
+requires(!is_shard_source<Source>) std::optional<raw_read_rates> raw_read(const Source&) {
   return std::nullopt;  // image files: the decode-only loop reads them
 }
-std::optional<raw_read_rates> raw_read(const crema::webdataset_source& source) {
+template <class Source>
+requires is_shard_source<Source> std::optional<raw_read_rates> raw_read(const Source& source) {
   std::uint64_t bytes = 0;
   std::vector<std::byte> block(std::size_t{1} << 20);
   const auto read_start = clock_type::now();
@@ -492,11 +477,13 @@ std::optional<raw_read_rates> raw_read(const crema::webdataset_source& source) {
     ::close(fd);
   }
   const double read_seconds = seconds_since(read_start);
-  crema::webdataset_source pass(source.shards());
+  Source pass(source.shards());
   std::size_t samples = 0;
-  crema::webdataset_sample sample;
+  std::conditional_t<std::is_same_v<Source, crema::webdataset_source>, crema::webdataset_sample,
+                     std::vector<std::byte>>
+      sample;
   const auto pass_start = clock_type::now();
-  while (const crema::webdataset_record* record = pass.next()) {
+  while (const auto* record = pass.next()) {
     record->read(sample);
     ++samples;
   }
@@ -679,7 +666,17 @@ int main(int argc, char** argv) {
         }
       }
       if (shards) {
-        return feed_images(args, crema::webdataset_source(crema::shard_paths(*shards)), *shards);
+        auto paths = crema::shard_paths(*shards);
+        const auto tfrecords = std::count_if(paths.begin(), paths.end(), [](const auto& path) {
+          return path.ends_with(".tfrecord") || path.ends_with(".tfrecords");
+        });
+        if (tfrecords == 0) {
+          return feed_images(args, crema::webdataset_source(std::move(paths)), *shards);
+        }
+        if (static_cast<std::size_t>(tfrecords) != paths.size()) {
+          throw usage_error("--shards: every shard a .tar or every shard a .tfrecord");
+        }
+        return feed_images(args, crema::tfrecord_source(std::move(paths)), *shards);
       }
       if (const auto list = args.option("list")) {
         return feed_images(args, crema::image_list_source(*list, *root),

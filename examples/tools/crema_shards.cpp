@@ -1,5 +1,5 @@
-// crema-shards: writes a folder or list of images as WebDataset tar shards, and says what a set
-// of shards holds or whether every byte of it can be read.
+// crema-shards: writes a folder or list of images as WebDataset tar shards or TFRecord files,
+// and says what a set of shards holds or whether every byte of it can be read.
 
 #include "cli.hpp"
 
@@ -9,6 +9,8 @@
 #include <crema/io/shards/shard_file.hpp>
 #include <crema/io/shards/shard_list.hpp>
 #include <crema/io/shards/tar.hpp>
+#include <crema/io/shards/tfrecord.hpp>
+#include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset.hpp>
 
 #include <fmt/format.h>
@@ -31,27 +33,35 @@ namespace fs = std::filesystem;
 using crema::tools::usage_error;
 
 constexpr std::string_view usage = R"(usage:
-  crema-shards write ROOT OUT [--list FILE] [--prefix NAME] [--shard-samples N]
-                     [--shard-bytes B]
+  crema-shards write ROOT OUT [--list FILE] [--format tar|tfrecord] [--prefix NAME]
+                     [--shard-samples N] [--shard-bytes B]
       Writes the images of ROOT (one folder per class, as torchvision's ImageFolder, classes
-      numbered in sorted order; or the "relative/path label" lines of FILE under ROOT) as
-      WebDataset tar shards OUT/NAME-000000.tar, ... (NAME "shard" by default), in the order
-      read: each sample the image (its extension lowercased) and a `cls` member holding its class,
-      keyed by its path without the extension (dots of the file name as '_'). A shard ends after N
+      numbered in sorted order; or the "relative/path label" lines of FILE under ROOT) as shards
+      OUT/NAME-000000.tar, ... (NAME "shard" by default), in the order read. As WebDataset tar
+      shards (the default) each sample is the image (its extension lowercased) and a `cls`
+      member holding its class, keyed by its path without the extension (dots of the file name
+      as '_'); as TFRecord files (NAME-000000.tfrecord) each record is a tf.train.Example of
+      image/encoded, image/class/label, image/format and image/filename. A shard ends after N
       samples (default 1000) or once it holds B bytes (default 1 GiB), whichever comes first.
       Prints the brace pattern that names the shards.
   crema-shards stat PATTERN [--json]
-      Shards (a brace pattern, a glob or `@LIST`: a file naming them), samples, classes,
-      bytes, and how many samples hold each extension.
+      Shards (a brace pattern, a glob or `@LIST`: a file naming them; .tfrecord files read as
+      TFRecord, the rest as tar), samples, classes, bytes, and how many samples hold each
+      extension (each feature, for TFRecord).
   crema-shards verify PATTERN
-      Reads every header and every member of every shard; exits 1 naming the shard and the byte
-      offset of the first fault.
+      Reads every header and every member (every record, its CRCs checked and its Example
+      decoded) of every shard; exits 1 naming the shard and the byte offset of the first fault.
 )";
 
 // The shards a command line names: a pattern, or @FILE for a list of them.
 std::vector<std::string> shards_named(const std::string& pattern) {
   if (pattern.starts_with("@")) return crema::read_shard_list(pattern.substr(1));
   return crema::shard_paths(pattern);
+}
+
+// Whether a shard is a TFRecord file (by its name), not a tar.
+bool is_tfrecord(std::string_view path) {
+  return path.ends_with(".tfrecord") || path.ends_with(".tfrecords");
 }
 
 // A WebDataset key from an image's relative path: the extension off, the file name's other dots
@@ -78,6 +88,40 @@ std::string extension_of(std::string_view relative) {
   return extension;
 }
 
+// As write_shards, each image a tf.train.Example in a TFRecord file.
+template <class Source>
+int write_tfrecords(const crema::tools::arguments&, Source& source, const fs::path& out,
+                    const std::string& prefix, std::size_t per_shard, std::size_t most_bytes) {
+  fs::create_directories(out);
+  crema::image_file_reader reader;
+  std::optional<crema::tfrecord_writer> shard;
+  std::size_t shards = 0;
+  std::size_t in_shard = 0;
+  std::size_t samples = 0;
+  while (const crema::image_file* file = source.next()) {
+    if (!shard || in_shard == per_shard || shard->bytes() >= most_bytes) {
+      if (shard) shard->finish();
+      shard.emplace((out / fmt::format("{}-{:06}.tfrecord", prefix, shards++)).string());
+      in_shard = 0;
+    }
+    const std::string extension = extension_of(file->relative);
+    const std::string format = extension == "jpg" ? "jpeg" : extension;
+    shard->write(crema::tf_example_builder()
+                     .add_bytes("image/encoded", reader.read(*file))
+                     .add_int64("image/class/label", file->label)
+                     .add_bytes("image/format", std::as_bytes(std::span(format)))
+                     .add_bytes("image/filename", std::as_bytes(std::span(file->relative)))
+                     .bytes());
+    ++in_shard;
+    ++samples;
+  }
+  if (!shard) throw crema::config_error("crema-shards: no image to write");
+  shard->finish();
+  fmt::print("wrote {} samples in {} shards: {}\n", samples, shards,
+             (out / fmt::format("{}-{{000000..{:06}}}.tfrecord", prefix, shards - 1)).string());
+  return 0;
+}
+
 template <class Source>
 int write_shards(const crema::tools::arguments& args, Source& source, const fs::path& out) {
   const std::string prefix = args.option("prefix").value_or("shard");
@@ -86,6 +130,12 @@ int write_shards(const crema::tools::arguments& args, Source& source, const fs::
   if (per_shard == 0 || most_bytes == 0) {
     throw usage_error("--shard-samples and --shard-bytes: at least 1");
   }
+  const std::string format = args.option("format").value_or("tar");
+  if (format != "tar" && format != "tfrecord") {
+    throw usage_error(fmt::format("--format takes tar or tfrecord, not '{}'", format));
+  }
+  if (format == "tfrecord")
+    return write_tfrecords(args, source, out, prefix, per_shard, most_bytes);
   fs::create_directories(out);
   crema::image_file_reader reader;
   std::optional<crema::tar_writer> shard;
@@ -131,6 +181,22 @@ int stat_shards(const crema::tools::arguments& args, const std::string& pattern)
   for (const std::string& path : shards) {
     const crema::shard_file file(path);
     bytes += file.size();
+    if (is_tfrecord(path)) {
+      for (const crema::tfrecord_location& record : crema::index_tfrecord(file)) {
+        ++samples;
+        crema::read_tfrecord(file, record, text);
+        const crema::tf_example example(text, path);
+        for (const auto& feature : example.features()) ++extensions[std::string(feature.name)];
+        const auto* label = example.find("image/class/label");
+        if (label != nullptr && label->kind == crema::tf_feature_kind::int64s &&
+            !example.int64s("image/class/label").empty()) {
+          classes.insert(example.int64s("image/class/label").front());
+        } else {
+          ++without_class;
+        }
+      }
+      continue;
+    }
     for (const crema::webdataset_entry& entry : crema::index_webdataset(file)) {
       ++samples;
       bool has_class = false;
@@ -175,6 +241,16 @@ int verify_shards(const std::string& pattern) {
   std::vector<std::byte> data;
   for (const std::string& path : shards) {
     const crema::shard_file file(path);
+    if (is_tfrecord(path)) {
+      for (const crema::tfrecord_location& record : crema::index_tfrecord(file)) {
+        crema::read_tfrecord(file, record, data);
+        (void)crema::tf_example(
+            data, fmt::format("{}@{}", path, record.offset - crema::detail::tfrecord_header));
+        ++members;
+        bytes += record.size;
+      }
+      continue;
+    }
     crema::tar_scanner scanner(file);
     while (const auto member = scanner.next()) {
       data.resize(static_cast<std::size_t>(std::min<std::uint64_t>(member->size, 1 << 20)));
@@ -195,8 +271,8 @@ int verify_shards(const std::string& pattern) {
 
 int main(int argc, char** argv) {
   return crema::tools::run_tool("crema-shards", usage, argc, argv, [&] {
-    const crema::tools::arguments args(argc, argv, 1, {"json"},
-                                       {"list", "prefix", "shard-samples", "shard-bytes"});
+    const crema::tools::arguments args(
+        argc, argv, 1, {"json"}, {"list", "format", "prefix", "shard-samples", "shard-bytes"});
     const std::string& command = args.positional(0, "a command (write, stat, verify)");
     if (command == "write") {
       args.allow_positionals(3);

@@ -8,6 +8,8 @@
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/shards/tar.hpp>
+#include <crema/io/shards/tfrecord.hpp>
+#include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/epoch_loader.hpp>
@@ -732,8 +734,8 @@ TEST_SUITE("image_batcher") {
   }
 
   TEST_CASE(
-      "WebDataset shards of a folder's images give the folder's batches, bytes and labels, "
-      "for any producer and thread count") {
+      "WebDataset shards and TFRecord files of a folder's images give the folder's batches, "
+      "bytes and labels, for any producer and thread count") {
     crema::test::watchdog guard(120s, "webdataset batches");
     crema::test::scratch_directory scratch("batcher-shards");
     const fs::path folder = scratch.path() / "folder";
@@ -756,6 +758,23 @@ TEST_SUITE("image_batcher") {
     const auto from_folder = epoch(crema::image_folder_source(folder), 1, 1);
     CHECK(epoch(crema::webdataset_source(shards), 1, 1) == from_folder);
     CHECK(epoch(crema::webdataset_source(shards), 3, 2) == from_folder);
+
+    // And as TFRecord files of Examples, as the ImageNet TFRecords hold them.
+    std::vector<std::string> records;
+    std::optional<crema::tfrecord_writer> out;
+    crema::image_folder_source again(folder);
+    for (std::size_t i = 0; const crema::image_file* file = again.next(); ++i) {
+      if (i % 5 == 0) {
+        records.push_back((scratch.path() / fmt::format("r-{:03}.tfrecord", i / 5)).string());
+        out.emplace(records.back());
+      }
+      out->write(crema::tf_example_builder()
+                     .add_bytes("image/encoded", read_bytes(file->path()))
+                     .add_int64("image/class/label", file->label)
+                     .bytes());
+    }
+    out.reset();
+    CHECK(epoch(crema::tfrecord_source(records), 3, 2) == from_folder);
   }
 
   TEST_CASE(

@@ -455,12 +455,60 @@ TEST_SUITE("tools") {
     CHECK(none.output.find("nothing-*.tar matches no file") != std::string::npos);
   }
 
+  TEST_CASE(
+      "crema-shards writes images as TFRecord files of Examples that stat, verify and crema-feed "
+      "--shards read, and verify names a record whose CRC fails") {
+    scratch_directory scratch("tool-tfrecord");
+    const auto list = make_images(scratch.path());
+    const auto out = scratch.path() / "records";
+    const auto written =
+        run(fmt::format("{} write {} {} --list {} --format tfrecord --shard-samples 4", shards_tool,
+                        quoted(scratch.path() / "images"), quoted(out), quoted(list)));
+    REQUIRE_MESSAGE(written.status == 0, written.output);
+    CHECK(written.output.find("wrote 6 samples in 2 shards: " +
+                              (out / "shard-{000000..000001}.tfrecord").string()) !=
+          std::string::npos);
+    const std::string pattern = quoted(out / "shard-*.tfrecord");
+    const auto stat = run(fmt::format("{} stat {} --json", shards_tool, pattern));
+    REQUIRE_MESSAGE(stat.status == 0, stat.output);
+    CHECK(json_field(stat.output, "samples") == "6");
+    CHECK(json_field(stat.output, "classes") == "3");
+    CHECK(json_field(stat.output, "extensions") ==
+          "{\"image/class/label\": 6, \"image/encoded\": 6, \"image/filename\": 6, "
+          "\"image/format\": 6}");
+    const auto verified = run(fmt::format("{} verify {}", shards_tool, pattern));
+    REQUIRE_MESSAGE(verified.status == 0, verified.output);
+    CHECK(verified.output.find("verified 2 shards: 6 members") != std::string::npos);
+    const auto fed =
+        run(fmt::format("{} --shards {} --batch 4 --resize 8 --center-crop 6 --epochs 2 --json",
+                        feed_tool, pattern));
+    REQUIRE_MESSAGE(fed.status == 0, fed.output);
+    CHECK(json_field(fed.output, "samples") == "12");
+    CHECK(std::stod(json_field(fed.output, "source_samples_per_s")) > 0);
+
+    const fs::path damaged = out / "shard-000000.tfrecord";
+    {
+      std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekg(20);  // inside the first record's data
+      const int byte = file.get();
+      file.seekp(20);
+      file.put(static_cast<char>(byte ^ 0x40));
+    }
+    const auto bad = run(fmt::format("{} verify {}", shards_tool, pattern));
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find(fmt::format(
+              "tfrecord shard {}: the record at byte 0 fails its data's CRC", damaged.string())) !=
+          std::string::npos);
+  }
+
   TEST_CASE("--help and -h print the usage and exit 0, wherever they stand") {
     const std::pair<std::string, std::string> tools[] = {
         {lmdb_tool, "crema-lmdb convert ROOT LIST OUT"},
         {feed_tool, "crema-feed (--images ROOT [--list FILE] | --shards PATTERN)"},
         {shards_tool, "crema-shards write ROOT OUT"}};
-    for (const auto& [tool, first_line] : tools) {
+    for (const auto& named : tools) {
+      const std::string& tool = named.first;
+      const std::string& first_line = named.second;
       for (const char* asked : {"--help", "-h", "convert --help", "db --batch 4 -h"}) {
         CAPTURE(tool);
         CAPTURE(asked);

@@ -1,7 +1,7 @@
 #pragma once
 
 // The one place crema decides which x86 vector instructions its kernels may use. Kernels are
-// compiled for AVX2, FMA or F16C with `target` attributes wherever the compiler can
+// compiled for AVX2, FMA, F16C or SSE 4.2 with `target` attributes wherever the compiler can
 // (CREMA_X86_KERNELS: GCC or Clang for x86-64), whatever the rest of the program is compiled
 // for, and a caller picks one by what `host_cpu()` found in the processor when first asked.
 // Every kernel computes the same bits as the plain loop it stands in for.
@@ -16,7 +16,8 @@ namespace crema::detail {
 struct cpu_features {
   bool avx2 = false;
   bool fma = false;
-  bool f16c = false;  ///< with AVX, which its 256-bit conversions need
+  bool f16c = false;   ///< with AVX, which its 256-bit conversions need
+  bool sse42 = false;  ///< SSE 4.2's crc32 (CRC-32C)
 };
 
 /// @return the features of the processor, detected once (thread-safe)
@@ -27,6 +28,7 @@ struct cpu_features {
     __builtin_cpu_init();
     found.avx2 = __builtin_cpu_supports("avx2") != 0;
     found.fma = __builtin_cpu_supports("fma") != 0;
+    found.sse42 = __builtin_cpu_supports("sse4.2") != 0;
     // Clang knows "avx" but not "f16c" as a feature name: F16C is CPUID leaf 1's ECX bit.
     unsigned eax = 0;
     unsigned ebx = 0;

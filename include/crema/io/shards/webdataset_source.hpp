@@ -2,6 +2,7 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/encoded_sample.hpp>
+#include <crema/io/shards/detail/indexed_shards.hpp>
 #include <crema/io/shards/shard_file.hpp>
 #include <crema/io/shards/webdataset.hpp>
 #include <crema/pipeline/detail/cursor_source.hpp>
@@ -123,19 +124,9 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
   ///         shard and byte offset where one is not a tar archive
   explicit webdataset_source(std::vector<std::string> shards)
       : detail::cursor_source<webdataset_source>(0),
-        shards_(std::make_unique<shard_set>(std::move(shards))) {
-    if (shards_->size() == 0) detail::fail<config_error>("webdataset_source: no shard given");
-    first_.reserve(shards_->size() + 1);
-    first_.push_back(0);
-    entries_.resize(shards_->size());
-    for (std::size_t s = 0; s < shards_->size(); ++s) {
-      entries_[s] = index_webdataset(*shards_->open(s));
-      if (entries_[s].empty()) {
-        detail::fail<config_error>("webdataset_source: shard {} holds no sample", shards_->path(s));
-      }
-      first_.push_back(first_.back() + entries_[s].size());
-    }
-    cursor_ = shard_cursor(first_.back());
+        index_(std::move(shards), source_name,
+               [](const shard_file& file) { return index_webdataset(file); }) {
+    cursor_ = shard_cursor(index_.samples());
   }
 
   /// @return the next sample of this shard's pass (valid until the next call), or nullptr at the
@@ -150,10 +141,8 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
   /// @return sample `index` of the whole data (shard order, then sample order), not read yet
   /// @throws std::out_of_range past the last
   [[nodiscard]] webdataset_record record(std::uint64_t index) const {
-    if (index >= first_.back()) throw std::out_of_range("webdataset_source: no such sample");
-    const std::size_t s = static_cast<std::size_t>(
-        std::upper_bound(first_.begin(), first_.end(), index) - first_.begin() - 1);
-    return {*shards_, s, entries_[s][static_cast<std::size_t>(index - first_[s])]};
+    const auto [s, entry] = index_.locate(index);
+    return {index_.shards(), s, *entry};
   }
 
   /// @brief Keeps every `world`-th sample of the pass, from `rank`; the pass starts again.
@@ -164,13 +153,14 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
     if (cursor_.size() == 0) {
       detail::fail<config_error>(
           "webdataset_source: rank {} of {} gets no sample: the {} shards hold {} samples", rank,
-          world, shards_->size(), cursor_.records());
+          world, index_.shards().size(), cursor_.records());
     }
   }
 
   /// @return "webdataset:" and the first shard's path, with the number of shards after it
   [[nodiscard]] std::string key() const {
-    return "webdataset:" + shards_->path(0) + "+" + std::to_string(shards_->size() - 1);
+    return "webdataset:" + index_.shards().path(0) + "+" +
+           std::to_string(index_.shards().size() - 1);
   }
   /// @return "shard:key" of a sample
   [[nodiscard]] std::string record_key(const webdataset_record& record) const {
@@ -185,16 +175,16 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
     return static_cast<std::size_t>(cursor_.records());
   }
   /// @return the shards' paths
-  [[nodiscard]] const std::vector<std::string>& shards() const noexcept { return shards_->paths(); }
+  [[nodiscard]] const std::vector<std::string>& shards() const noexcept {
+    return index_.shards().paths();
+  }
   /// @return shard `s`'s samples, as its index has them
   [[nodiscard]] const std::vector<webdataset_entry>& entries(std::size_t s) const {
-    return entries_.at(s);
+    return index_.entries(s);
   }
 
  private:
-  std::unique_ptr<shard_set> shards_;  // where records point: it stays put when the source moves
-  std::vector<std::vector<webdataset_entry>> entries_;  // per shard
-  std::vector<std::uint64_t> first_;  // per shard, the index of its first sample; then the total
+  detail::indexed_shards<webdataset_entry> index_;
   webdataset_record current_;
 };
 
