@@ -1,9 +1,12 @@
-// Loaders over image folders and list files, with crema's ImageNet-style transform.
+// Loaders over image folders, list files and shards (WebDataset, TFRecord), with crema's
+// ImageNet-style transform.
 #include "loader_core.hpp"
 
 #include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
+#include <crema/io/shards/tfrecord_source.hpp>
+#include <crema/io/shards/webdataset_source.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -65,6 +68,16 @@ std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const im
 std::unique_ptr<loader_core> make_image_file_loader(const source_spec& source,
                                                     const image_spec& transform,
                                                     const loader_spec& loader) {
+  if (source.kind == "webdataset") {
+    webdataset_source shards(source.shards);
+    if (source.shuffle) shards.shuffle(loader.options.seed);
+    return image_loader(prepared(std::move(shards), source), transform, loader);
+  }
+  if (source.kind == "tfrecord") {
+    tfrecord_source records(source.shards, {source.image_feature, source.label_feature});
+    if (source.shuffle) records.shuffle(loader.options.seed);
+    return image_loader(prepared(std::move(records), source), transform, loader);
+  }
   if (source.kind == "folder") {
     image_folder_source files(source.path, image_folder_options{source.extensions});
     if (source.shuffle) files.shuffle(loader.options.seed);

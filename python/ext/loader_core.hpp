@@ -62,10 +62,13 @@ class loader_core {
 
 /// Where the records come from.
 struct source_spec {
-  std::string kind;  ///< "folder", "list" or "lmdb"
+  std::string kind;  ///< "folder", "list", "lmdb", "webdataset" or "tfrecord"
   std::string path;  ///< the folder, the list file or the database
   std::string root;  ///< a list's folder
   std::vector<std::string> extensions;
+  std::vector<std::string> shards;  ///< a shard source's files
+  std::string image_feature;        ///< a TFRecord's image and class features
+  std::string label_feature;
   bool shuffle = true;
   std::size_t rank = 0;
   std::size_t world = 1;

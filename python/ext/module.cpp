@@ -5,6 +5,7 @@
 #include "loader_core.hpp"
 
 #include <crema/core/error.hpp>
+#include <crema/io/shards/shard_list.hpp>
 #include <crema/version.hpp>
 
 #include <nanobind/nanobind.h>
@@ -273,6 +274,9 @@ NB_MODULE(_crema, module) {
   info["mpi"] = CREMA_PYTHON_MPI != 0;
   module.attr("_build_info") = info;
 
+  // The shards a pattern names (brace groups, then globs), as crema::shard_paths finds them.
+  module.def("shard_paths", [](const std::string& pattern) { return c::shard_paths(pattern); });
+
   nb::enum_<c::shard_balance>(module, "ShardBalance")
       .value("none", c::shard_balance::none)
       .value("pad", c::shard_balance::pad)
@@ -292,6 +296,9 @@ NB_MODULE(_crema, module) {
       .def_rw("path", &source_spec::path)
       .def_rw("root", &source_spec::root)
       .def_rw("extensions", &source_spec::extensions)
+      .def_rw("shards", &source_spec::shards)
+      .def_rw("image_feature", &source_spec::image_feature)
+      .def_rw("label_feature", &source_spec::label_feature)
       .def_rw("shuffle", &source_spec::shuffle)
       .def_rw("rank", &source_spec::rank)
       .def_rw("world", &source_spec::world)

@@ -515,6 +515,39 @@ TEST_SUITE("webdataset_source") {
                       shards[0]));
   }
 
+  TEST_CASE(
+      "a pass stopped by 4 ranks resumes on 3 with the global batch kept: the samples not "
+      "yet read, each once") {
+    scratch_directory scratch("wds-new-world");
+    write_shard(scratch.path() / "s0.tar", "p", 0, 30);
+    write_shard(scratch.path() / "s1.tar", "q", 30, 20);
+    const std::vector<std::string> shards{(scratch.path() / "s0.tar").string(),
+                                          (scratch.path() / "s1.tar").string()};
+    // The old job: 4 ranks of batch 3 read 2 global batches (24 samples) of epoch 1.
+    std::multiset<std::string> seen;
+    for (std::size_t rank = 0; rank < 4; ++rank) {
+      crema::webdataset_source source(shards);
+      source.shuffle(21);
+      source.set_epoch(1);
+      source.shard(rank, 4);
+      for (int i = 0; i < 2 * 3; ++i) seen.insert(std::string(source.next()->key()));
+    }
+    // The new job: 3 ranks of batch 4 (the same global batch of 12) read the rest of the pass.
+    for (std::size_t rank = 0; rank < 3; ++rank) {
+      crema::webdataset_source source(shards);
+      source.shuffle(21);
+      source.set_epoch(1);
+      source.shard(rank, 3);
+      source.seek(crema::resume_position(24, 3));
+      for (const auto& key : keys_of_pass(source)) seen.insert(key);
+    }
+    CHECK(seen.size() == 50);
+    CHECK(std::set(seen.begin(), seen.end()).size() == 50);
+    CHECK(message_of<crema::config_error>([] {
+            (void)crema::resume_position(24, 5);
+          }).starts_with("resume_position: 24 records read is not a whole number"));
+  }
+
   TEST_CASE("no shard, an empty shard, a shard that is not a tar: errors at start naming it") {
     scratch_directory scratch("wds-errors");
     CHECK(message_of<crema::config_error>([] {

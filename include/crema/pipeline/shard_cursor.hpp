@@ -151,4 +151,25 @@ class shard_cursor {
   std::optional<keyed_permutation> permutation_;
 };
 
+/// @brief Where each rank of a world of `world` ranks resumes a pass of which a job of another
+/// world size read `consumed` records in whole global batches: `consumed / world`.
+///
+/// Ranks read their shards interleaved (rank r's p-th record is the pass's ordinal r + p x w), so
+/// a job whose ranks each read `consumed / old_world` records read exactly the ordinals below
+/// `consumed`, whatever its world. A job of `world` ranks that seeks every rank to the position
+/// returned here reads exactly the ordinals from `consumed` on: together, each record of the pass
+/// once, as MosaicML's Streaming resumes. `consumed` is a multiple of `world` when the global
+/// batch is kept (old world x old batch = new world x new batch). The same seed and epoch give
+/// the same permutation for every world size.
+/// @throws crema::config_error naming both if `consumed` is not a multiple of `world`
+[[nodiscard]] inline record_position resume_position(std::uint64_t consumed, std::size_t world) {
+  if (world == 0 || consumed % world != 0) {
+    detail::fail<config_error>(
+        "resume_position: {} records read is not a whole number of records for each of {} ranks "
+        "(keep the global batch: old ranks x old batch = new ranks x new batch)",
+        consumed, world);
+  }
+  return consumed / world;
+}
+
 }  // namespace crema

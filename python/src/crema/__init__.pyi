@@ -31,6 +31,17 @@ class CaffeLMDB:
     path: str
     def __init__(self, path: _Path) -> None: ...
 
+class WebDataset:
+    shards: list[str]
+    def __init__(self, shards: _Path | Sequence[_Path]) -> None: ...
+
+class TFRecord:
+    shards: list[str]
+    image: str
+    label: str
+    def __init__(self, shards: _Path | Sequence[_Path], image: str = "image/encoded",
+                 label: str = "image/class/label") -> None: ...
+
 class RandomResizedCrop:
     size: tuple[int, int]
     scale: tuple[float, float]
@@ -58,7 +69,7 @@ class CaffeTransform:
                  train: bool = True, dtype: Literal["float32", "uint8"] = "float32") -> None: ...
 
 class Loader:
-    def __init__(self, source: ImageFolder | ImageList | CaffeLMDB,
+    def __init__(self, source: ImageFolder | ImageList | CaffeLMDB | WebDataset | TFRecord,
                  transform: ImageTransform | CaffeTransform, batch_size: int, *,
                  threads: int | None = None, seed: int = 0, shuffle: bool = True,
                  last_batch: Literal["keep", "drop", "pad"] = "keep",

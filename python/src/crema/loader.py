@@ -7,7 +7,7 @@ import weakref
 
 from . import _crema
 from ._checks import check_bool, check_choice, check_int, check_real
-from .sources import CaffeLMDB, ImageFolder, ImageList
+from .sources import CaffeLMDB, ImageFolder, ImageList, TFRecord, WebDataset
 from .transforms import CaffeTransform, ImageTransform
 
 __all__ = ["Loader"]
@@ -68,7 +68,8 @@ class Loader:
     resumed from ``state_dict()`` delivers exactly the batches the stopped one would have.
 
     Args:
-        source: ``crema.ImageFolder``, ``crema.ImageList`` or ``crema.CaffeLMDB``.
+        source: ``crema.ImageFolder``, ``crema.ImageList``, ``crema.CaffeLMDB``,
+            ``crema.WebDataset`` or ``crema.TFRecord``.
         transform: ``crema.ImageTransform``, or ``crema.CaffeTransform`` for an LMDB.
         batch_size: samples per batch.
         threads: crema's threads (default: the cores this process may use).
@@ -91,9 +92,10 @@ class Loader:
                  last_batch="keep", shard="auto", prefetch=0, output="torch", copy=False,
                  stall_timeout=60.0, hang_timeout=60.0):
         owner = "crema.Loader"
-        if not isinstance(source, (ImageFolder, ImageList, CaffeLMDB)):
-            raise TypeError(f"{owner}: source must be a crema.ImageFolder, crema.ImageList or "
-                            f"crema.CaffeLMDB, not {type(source).__name__}")
+        if not isinstance(source, (ImageFolder, ImageList, CaffeLMDB, WebDataset, TFRecord)):
+            raise TypeError(f"{owner}: source must be a crema.ImageFolder, crema.ImageList, "
+                            f"crema.CaffeLMDB, crema.WebDataset or crema.TFRecord, not "
+                            f"{type(source).__name__}")
         if not isinstance(transform, (ImageTransform, CaffeTransform)):
             raise TypeError(f"{owner}: transform must be a crema.ImageTransform or "
                             f"crema.CaffeTransform, not {type(transform).__name__}")

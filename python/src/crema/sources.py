@@ -1,12 +1,15 @@
-"""Where a loader's records come from: a folder of images per class, a list file, a Caffe LMDB.
+"""Where a loader's records come from: a folder of images per class, a list file, a Caffe LMDB,
+WebDataset tar shards or TFRecord files.
 
 A source only names the data; the loader reads it, on crema's threads.
 """
 
+import os
+
 from . import _crema
 from ._checks import check_path
 
-__all__ = ["ImageFolder", "ImageList", "CaffeLMDB"]
+__all__ = ["ImageFolder", "ImageList", "CaffeLMDB", "WebDataset", "TFRecord"]
 
 
 class ImageFolder:
@@ -84,3 +87,77 @@ class CaffeLMDB:
 
     def __repr__(self):
         return f"crema.CaffeLMDB({self.path!r})"
+
+
+def _shard_paths(owner, shards):
+    """The shards a pattern (braces, globs) or a list of paths names, checked to exist."""
+    if isinstance(shards, (str, os.PathLike)):
+        paths = _crema.shard_paths(os.fspath(shards))
+    elif isinstance(shards, (list, tuple)):
+        paths = [os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+                 for path in shards]
+        if not all(isinstance(path, str) for path in paths):
+            raise TypeError(f"{owner}: shards must be a pattern or a list of paths")
+    else:
+        raise TypeError(f"{owner}: shards must be a pattern (a str such as "
+                        f"'train-{{000000..000127}}.tar') or a list of paths, not "
+                        f"{type(shards).__name__}")
+    if not paths:
+        raise ValueError(f"{owner}: shards names no shard")
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{owner}: shard {path} does not exist")
+    return list(paths)
+
+
+class WebDataset:
+    """WebDataset tar shards: each sample's image (its ``jpg``, ``jpeg``, ``png`` or ``webp``
+    member) and class (its ``cls`` member). Indexed when the loader starts (every shard's
+    headers), then read sample by sample by crema's threads.
+
+    Args:
+        shards: a brace pattern or glob (``"train-{000000..000127}.tar"``), or a list of paths.
+    """
+
+    def __init__(self, shards):
+        self.shards = _shard_paths("crema.WebDataset", shards)
+
+    def _spec(self):
+        spec = _crema.SourceSpec()
+        spec.kind = "webdataset"
+        spec.shards = self.shards
+        return spec
+
+    def __repr__(self):
+        return f"crema.WebDataset({len(self.shards)} shards from {self.shards[0]!r})"
+
+
+class TFRecord:
+    """TFRecord files of ``tf.train.Example``: each record's image and class, by default the
+    features of the ImageNet TFRecords (whose classes are numbered from 1). Every length's and
+    every record's CRC-32C is checked.
+
+    Args:
+        shards: a brace pattern or glob (``"train-{00000..01023}.tfrecord"``), or a list of paths.
+        image: the feature holding the encoded image.
+        label: the int64 feature holding the class.
+    """
+
+    def __init__(self, shards, image="image/encoded", label="image/class/label"):
+        self.shards = _shard_paths("crema.TFRecord", shards)
+        for name, value in (("image", image), ("label", label)):
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"crema.TFRecord: {name} must be a feature name")
+        self.image = image
+        self.label = label
+
+    def _spec(self):
+        spec = _crema.SourceSpec()
+        spec.kind = "tfrecord"
+        spec.shards = self.shards
+        spec.image_feature = self.image
+        spec.label_feature = self.label
+        return spec
+
+    def __repr__(self):
+        return f"crema.TFRecord({len(self.shards)} shards from {self.shards[0]!r})"

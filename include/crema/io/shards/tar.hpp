@@ -294,7 +294,7 @@ class tar_writer {
   void write_header(std::string_view name, std::uint64_t size, char type, std::string_view prefix) {
     std::array<char, detail::tar_block> header{};
     const auto put = [&](std::size_t at, std::size_t width, std::string_view text) {
-      std::memcpy(header.data() + at, text.data(), std::min(width, text.size()));
+      if (!text.empty()) std::memcpy(header.data() + at, text.data(), std::min(width, text.size()));
     };
     const auto octal = [&](std::size_t at, std::size_t width, std::uint64_t value) {
       std::string digits(width - 1, '0');

@@ -108,7 +108,8 @@ class tfrecord_record {
 
 /// @brief A source over TFRecord files of Examples: every record of every file, in file order,
 /// then record order; an indexed source like `webdataset_source` (keyed shuffle, `shard`,
-/// `balance`, exact `seek`), its records read by the producers.
+/// `balance`, exact `seek`), its records read by the producers. Copies share the index and the
+/// open files.
 class tfrecord_source : public detail::cursor_source<tfrecord_source> {
  public:
   using record_type = tfrecord_record;
@@ -124,7 +125,7 @@ class tfrecord_source : public detail::cursor_source<tfrecord_source> {
       : detail::cursor_source<tfrecord_source>(0),
         index_(std::move(shards), source_name,
                [](const shard_file& file) { return index_tfrecord(file); }),
-        features_(std::make_unique<tf_image_features>(std::move(features))) {
+        features_(std::make_shared<const tf_image_features>(std::move(features))) {
     cursor_ = shard_cursor(index_.samples());
   }
 
@@ -182,7 +183,7 @@ class tfrecord_source : public detail::cursor_source<tfrecord_source> {
 
  private:
   detail::indexed_shards<tfrecord_location> index_;
-  std::unique_ptr<tf_image_features> features_;  // where records point
+  std::shared_ptr<const tf_image_features> features_;  // where records point, shared by copies
   tfrecord_record current_;
 };
 

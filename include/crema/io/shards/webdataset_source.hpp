@@ -111,7 +111,8 @@ class webdataset_record {
 /// in a permutation keyed by (seed, epoch), `shard(rank, world)` keeps every `world`-th sample of
 /// the pass from `rank` (disjoint, together complete), `balance` gives every rank as many samples
 /// (and so batches), and `position()` / `seek()` resume exactly, all through the `shard_cursor`
-/// every indexed source shares. Used by one thread at a time; its records are read by any.
+/// every indexed source shares. Copies share the index and the open files. Used by one thread at
+/// a time; its records are read by any, while any copy of the source lives.
 class webdataset_source : public detail::cursor_source<webdataset_source> {
  public:
   using record_type = webdataset_record;

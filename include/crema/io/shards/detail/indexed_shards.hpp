@@ -16,42 +16,51 @@ namespace crema::detail {
 
 // The shards of a source and the index of their samples, made when the source opens: each
 // shard's entries (what `Index(shard_file)` finds in it), numbered across the shards in order.
-// Entries and the shard set stay where they are when the source moves (records point at them).
+// Copies share the index and the open files (neither changes once made, and the files are
+// thread-safe), so a source is copied cheaply, and records stay valid while any copy lives.
 template <class Entry>
 class indexed_shards {
  public:
   template <class Index>
-  indexed_shards(std::vector<std::string> paths, const char* source, Index&& index)
-      : shards_(std::make_unique<shard_set>(std::move(paths))) {
-    if (shards_->size() == 0) fail<config_error>("{}: no shard given", source);
-    first_.reserve(shards_->size() + 1);
-    first_.push_back(0);
-    entries_.resize(shards_->size());
-    for (std::size_t s = 0; s < shards_->size(); ++s) {
-      entries_[s] = index(*shards_->open(s));
-      if (entries_[s].empty()) {
-        fail<config_error>("{}: shard {} holds no sample", source, shards_->path(s));
+  indexed_shards(std::vector<std::string> paths, const char* source, Index&& index) {
+    auto made = std::make_shared<state>(std::move(paths));
+    if (made->shards.size() == 0) fail<config_error>("{}: no shard given", source);
+    made->first.reserve(made->shards.size() + 1);
+    made->first.push_back(0);
+    made->entries.resize(made->shards.size());
+    for (std::size_t s = 0; s < made->shards.size(); ++s) {
+      made->entries[s] = index(*made->shards.open(s));
+      if (made->entries[s].empty()) {
+        fail<config_error>("{}: shard {} holds no sample", source, made->shards.path(s));
       }
-      first_.push_back(first_.back() + entries_[s].size());
+      made->first.push_back(made->first.back() + made->entries[s].size());
     }
+    state_ = std::move(made);
   }
 
   // Sample `index` of the whole data: its shard and its entry.
   [[nodiscard]] std::pair<std::size_t, const Entry*> locate(std::uint64_t index) const {
-    if (index >= first_.back()) throw std::out_of_range("crema: no such sample in the shards");
-    const auto s = static_cast<std::size_t>(std::upper_bound(first_.begin(), first_.end(), index) -
-                                            first_.begin() - 1);
-    return {s, &entries_[s][static_cast<std::size_t>(index - first_[s])]};
+    const auto& first = state_->first;
+    if (index >= first.back()) throw std::out_of_range("crema: no such sample in the shards");
+    const auto s = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), index) -
+                                            first.begin() - 1);
+    return {s, &state_->entries[s][static_cast<std::size_t>(index - first[s])]};
   }
 
-  [[nodiscard]] std::uint64_t samples() const noexcept { return first_.back(); }
-  [[nodiscard]] const shard_set& shards() const noexcept { return *shards_; }
-  [[nodiscard]] const std::vector<Entry>& entries(std::size_t s) const { return entries_.at(s); }
+  [[nodiscard]] std::uint64_t samples() const noexcept { return state_->first.back(); }
+  [[nodiscard]] const shard_set& shards() const noexcept { return state_->shards; }
+  [[nodiscard]] const std::vector<Entry>& entries(std::size_t s) const {
+    return state_->entries.at(s);
+  }
 
  private:
-  std::unique_ptr<shard_set> shards_;
-  std::vector<std::vector<Entry>> entries_;  // per shard
-  std::vector<std::uint64_t> first_;         // per shard, its first sample's number; then the total
+  struct state {
+    explicit state(std::vector<std::string> paths) : shards(std::move(paths)) {}
+    shard_set shards;
+    std::vector<std::vector<Entry>> entries;  // per shard
+    std::vector<std::uint64_t> first;  // per shard, its first sample's number; then the total
+  };
+  std::shared_ptr<const state> state_;
 };
 
 }  // namespace crema::detail

@@ -1,0 +1,127 @@
+"""WebDataset tar shards and TFRecord files through crema.Loader: the same batches, bit for bit,
+as the image folder they were written from, and bad arguments named."""
+
+import io
+import struct
+import tarfile
+
+import numpy as np
+import pytest
+
+import crema
+
+
+def folder_files(root):
+    """(relative path, class) of an ImageFolder, in its order."""
+    classes = sorted(path.name for path in root.iterdir() if path.is_dir())
+    return [(path.relative_to(root), label) for label, name in enumerate(classes)
+            for path in sorted((root / name).iterdir())]
+
+
+def write_webdataset(root, out, per_shard=8):
+    paths = []
+    files = folder_files(root)
+    for first in range(0, len(files), per_shard):
+        paths.append(out / f"shard-{first // per_shard:06d}.tar")
+        with tarfile.open(paths[-1], "w", format=tarfile.PAX_FORMAT) as shard:
+            for relative, label in files[first:first + per_shard]:
+                key = str(relative.with_suffix(""))
+                for extension, data in (("jpg", (root / relative).read_bytes()),
+                                        ("cls", str(label).encode())):
+                    info = tarfile.TarInfo(f"{key}.{extension}")
+                    info.size = len(data)
+                    shard.addfile(info, io.BytesIO(data))
+    return paths
+
+
+def _crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(data):
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _feature(name, kind, values):
+    return _field(1, _field(1, name.encode()) + _field(2, _field(kind, values)))
+
+
+def write_tfrecords(root, out, per_shard=10):
+    paths = []
+    files = folder_files(root)
+    for first in range(0, len(files), per_shard):
+        paths.append(out / f"shard-{first // per_shard:06d}.tfrecord")
+        with open(paths[-1], "wb") as shard:
+            for relative, label in files[first:first + per_shard]:
+                example = _field(1, _feature("jpeg", 1, _field(1, (root / relative).read_bytes()))
+                                 + _feature("class", 3, _field(1, _varint(label))))
+                header = struct.pack("<Q", len(example))
+                shard.write(header + struct.pack("<I", _masked(header)) + example
+                            + struct.pack("<I", _masked(example)))
+    return paths
+
+
+def epoch(source, **options):
+    transform = crema.ImageTransform(crop=crema.RandomResizedCrop(40), flip=True,
+                                     mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    with crema.Loader(source, transform, 5, threads=2, seed=9, output="numpy",
+                      **options) as loader:
+        return [(images.copy(), labels.copy()) for images, labels in loader]
+
+
+def same(first, second):
+    return len(first) == len(second) and all(
+        np.array_equal(a, c) and np.array_equal(b, d) for (a, b), (c, d) in zip(first, second))
+
+
+def test_webdataset_shards_give_the_folders_batches(photos, tmp_path):
+    paths = write_webdataset(photos, tmp_path)
+    from_folder = epoch(crema.ImageFolder(photos))
+    assert same(epoch(crema.WebDataset([str(path) for path in paths])), from_folder)
+    pattern = str(tmp_path / "shard-{000000..000002}.tar")
+    assert same(epoch(crema.WebDataset(pattern)), from_folder)
+    assert crema.WebDataset(str(tmp_path / "shard-*.tar")).shards == [str(p) for p in paths]
+
+
+def test_tfrecord_files_give_the_folders_batches(photos, tmp_path):
+    paths = write_tfrecords(photos, tmp_path)
+    from_folder = epoch(crema.ImageFolder(photos), shuffle=False)
+    source = crema.TFRecord(str(tmp_path / "shard-*.tfrecord"), image="jpeg", label="class")
+    assert same(epoch(source, shuffle=False), from_folder)
+    assert len(source.shards) == len(paths)
+
+
+def test_bad_shard_arguments_are_named(photos, tmp_path):
+    with pytest.raises(FileNotFoundError, match="shard .*missing.tar does not exist"):
+        crema.WebDataset([str(tmp_path / "missing.tar")])
+    with pytest.raises(crema.ConfigError, match="matches no file"):
+        crema.WebDataset(str(tmp_path / "none-*.tar"))
+    with pytest.raises(ValueError, match="is not closed"):
+        crema.TFRecord(str(tmp_path / "s-{0..3.tfrecord"))
+    with pytest.raises(TypeError, match="shards must be a pattern"):
+        crema.WebDataset(42)
+    with pytest.raises(TypeError, match="image must be a feature name"):
+        crema.TFRecord([str(path) for path in write_tfrecords(photos, tmp_path)], image="")
+    text = tmp_path / "text.tar"
+    text.write_bytes(b"T" * 1024)
+    with pytest.raises(crema.FormatError, match="holds no tar header"):
+        epoch(crema.WebDataset([str(text)]))
