@@ -5,30 +5,16 @@
 
 #include <crema/io/shards/webdataset.hpp>
 
+#include "memory_shard.hpp"
+
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 
-namespace {
-
-// A shard in memory, read as shard_file reads a file.
-struct memory_shard {
-  std::span<const std::byte> bytes;
-
-  [[nodiscard]] std::uint64_t size() const noexcept { return bytes.size(); }
-  [[nodiscard]] std::string path() const { return "fuzz.tar"; }
-  void read_at(std::uint64_t offset, std::span<std::byte> into) const {
-    if (offset > bytes.size() || into.size() > bytes.size() - offset) __builtin_trap();
-    std::memcpy(into.data(), bytes.data() + offset, into.size());
-  }
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const memory_shard shard{{reinterpret_cast<const std::byte*>(data), size}};
+  const crema::fuzz::memory_shard shard{{reinterpret_cast<const std::byte*>(data), size},
+                                        "fuzz.tar"};
   try {
     for (const crema::webdataset_entry& sample : crema::index_webdataset(shard)) {
       if (sample.members.empty()) __builtin_trap();  // a sample is made by its first member

@@ -6,31 +6,17 @@
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
 
+#include "memory_shard.hpp"
+
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
-namespace {
-
-// A file in memory, read as shard_file reads one.
-struct memory_shard {
-  std::span<const std::byte> bytes;
-
-  [[nodiscard]] std::uint64_t size() const noexcept { return bytes.size(); }
-  [[nodiscard]] std::string path() const { return "fuzz.tfrecord"; }
-  void read_at(std::uint64_t offset, std::span<std::byte> into) const {
-    if (offset > bytes.size() || into.size() > bytes.size() - offset) __builtin_trap();
-    std::memcpy(into.data(), bytes.data() + offset, into.size());
-  }
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const memory_shard shard{{reinterpret_cast<const std::byte*>(data), size}};
+  const crema::fuzz::memory_shard shard{{reinterpret_cast<const std::byte*>(data), size},
+                                        "fuzz.tfrecord"};
   std::vector<std::byte> record;
   try {
     for (const crema::tfrecord_location& place : crema::index_tfrecord(shard)) {

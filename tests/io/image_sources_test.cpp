@@ -7,8 +7,10 @@
 #include <crema/io/image/image_list_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 
+#include "common/error_message.hpp"
 #include "common/resume_check.hpp"
 #include "common/scratch_directory.hpp"
+#include "common/text_bytes.hpp"
 #include "common/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -31,21 +33,13 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using crema::test::message_of;
 using crema::test::scratch_directory;
+using crema::test::text_of;
 
 void write_file(const fs::path& path, const std::string& content) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << content;
-}
-
-template <class Error, class Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 // (relative path, label) of one pass, in order.
@@ -56,10 +50,6 @@ std::vector<std::pair<std::string, std::int32_t>> one_pass(Source& source) {
     seen.emplace_back(std::string(file->relative), file->label);
   }
   return seen;
-}
-
-std::string text_of(std::span<const std::byte> bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 // A record's digest for the resume checks: its file and label.

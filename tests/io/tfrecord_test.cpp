@@ -9,7 +9,9 @@
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
 
+#include "common/error_message.hpp"
 #include "common/scratch_directory.hpp"
+#include "common/text_bytes.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -27,26 +29,10 @@
 namespace {
 
 namespace fs = std::filesystem;
+using crema::test::bytes_of;
+using crema::test::message_of;
 using crema::test::scratch_directory;
-
-template <class Error, class Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-std::vector<std::byte> bytes_of(std::string_view text) {
-  const auto span = std::as_bytes(std::span(text.data(), text.size()));
-  return {span.begin(), span.end()};
-}
-
-std::string text_of(std::span<const std::byte> bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
+using crema::test::text_of;
 
 // A file of `count` Examples: "image/encoded" = "image <i>", "image/class/label" = i % 7.
 void write_examples(const fs::path& path, std::size_t first, std::size_t count) {

@@ -9,7 +9,9 @@
 #include <crema/io/shards/webdataset.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
 
+#include "common/error_message.hpp"
 #include "common/scratch_directory.hpp"
+#include "common/text_bytes.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -30,22 +32,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+using crema::test::bytes_of;
+using crema::test::message_of;
 using crema::test::scratch_directory;
-
-template <class Error, class Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
-std::vector<std::byte> bytes_of(std::string_view text) {
-  const auto span = std::as_bytes(std::span(text.data(), text.size()));
-  return {span.begin(), span.end()};
-}
 
 std::string text_of(const crema::shard_file& file, const crema::tar_member& member) {
   std::string text(member.size, '\0');

@@ -110,11 +110,14 @@ class tfrecord_record {
 /// then record order; an indexed source like `webdataset_source` (keyed shuffle, `shard`,
 /// `balance`, exact `seek`), its records read by the producers. Copies share the index and the
 /// open files.
-class tfrecord_source : public detail::cursor_source<tfrecord_source> {
+class tfrecord_source
+    : public detail::shard_source<tfrecord_source, tfrecord_location, tfrecord_record> {
  public:
   using record_type = tfrecord_record;
   static constexpr bool records_are_stable = false;
   static constexpr const char* source_name = "tfrecord_source";
+  static constexpr const char* key_prefix = "tfrecord";
+  static constexpr const char* unit = "record";
 
   /// @param shards the files' paths, in order
   /// @param features the features `read_encoded` takes the image and the class from
@@ -122,21 +125,10 @@ class tfrecord_source : public detail::cursor_source<tfrecord_source> {
   ///         crema::io_error naming one that does not open; crema::format_error naming the
   ///         shard and byte offset of a damaged header
   explicit tfrecord_source(std::vector<std::string> shards, tf_image_features features = {})
-      : detail::cursor_source<tfrecord_source>(0),
-        index_(std::move(shards), source_name,
-               [](const shard_file& file) { return index_tfrecord(file); }),
-        features_(std::make_shared<const tf_image_features>(std::move(features))) {
-    cursor_ = shard_cursor(index_.samples());
-  }
+      : shard_source(std::move(shards),
+                     [](const shard_file& file) { return index_tfrecord(file); }),
+        features_(std::make_shared<const tf_image_features>(std::move(features))) {}
 
-  /// @return the next record of this shard's pass (valid until the next call), or nullptr at
-  ///         the end of the pass; nothing of it is read yet
-  [[nodiscard]] const tfrecord_record* next() {
-    if (cursor_.exhausted()) return nullptr;
-    current_ = record(cursor_.next_index());
-    cursor_.advance();
-    return &current_;
-  }
   /// @return record `index` of the whole data (file order, then record order), not read yet
   /// @throws std::out_of_range past the last
   [[nodiscard]] tfrecord_record record(std::uint64_t index) const {
@@ -144,47 +136,8 @@ class tfrecord_source : public detail::cursor_source<tfrecord_source> {
     return {index_.shards(), s, *place, *features_};
   }
 
-  /// @brief Keeps every `world`-th record of the pass, from `rank`; the pass starts again.
-  /// @throws crema::config_error if `world` is 0, `rank` is not below it, or the rank would get
-  ///         no record
-  void shard(std::size_t rank, std::size_t world) {
-    cursor_.shard(rank, world);
-    if (cursor_.size() == 0) {
-      detail::fail<config_error>(
-          "tfrecord_source: rank {} of {} gets no record: the {} shards hold {} records", rank,
-          world, index_.shards().size(), cursor_.records());
-    }
-  }
-
-  /// @return "tfrecord:" and the first shard's path, with the number of shards after it
-  [[nodiscard]] std::string key() const {
-    return "tfrecord:" + index_.shards().path(0) + "+" + std::to_string(index_.shards().size() - 1);
-  }
-  /// @return "shard@offset" of a record
-  [[nodiscard]] std::string record_key(const tfrecord_record& record) const {
-    return record.name();
-  }
-  /// @return the records of this shard's pass
-  [[nodiscard]] std::size_t size() const noexcept {
-    return static_cast<std::size_t>(cursor_.size());
-  }
-  /// @return the records of every shard
-  [[nodiscard]] std::size_t records() const noexcept {
-    return static_cast<std::size_t>(cursor_.records());
-  }
-  /// @return the shards' paths
-  [[nodiscard]] const std::vector<std::string>& shards() const noexcept {
-    return index_.shards().paths();
-  }
-  /// @return shard `s`'s records' places
-  [[nodiscard]] const std::vector<tfrecord_location>& entries(std::size_t s) const {
-    return index_.entries(s);
-  }
-
  private:
-  detail::indexed_shards<tfrecord_location> index_;
   std::shared_ptr<const tf_image_features> features_;  // where records point, shared by copies
-  tfrecord_record current_;
 };
 
 static_assert(keyed_record_source<tfrecord_source>);

@@ -113,31 +113,22 @@ class webdataset_record {
 /// (and so batches), and `position()` / `seek()` resume exactly, all through the `shard_cursor`
 /// every indexed source shares. Copies share the index and the open files. Used by one thread at
 /// a time; its records are read by any, while any copy of the source lives.
-class webdataset_source : public detail::cursor_source<webdataset_source> {
+class webdataset_source
+    : public detail::shard_source<webdataset_source, webdataset_entry, webdataset_record> {
  public:
   using record_type = webdataset_record;
   static constexpr bool records_are_stable = false;
   static constexpr const char* source_name = "webdataset_source";
+  static constexpr const char* key_prefix = "webdataset";
+  static constexpr const char* unit = "sample";
 
   /// @param shards the shards' paths, in order
   /// @throws crema::config_error for no shard, or naming a shard that holds no sample;
   ///         crema::io_error naming a shard that does not open; crema::format_error naming the
   ///         shard and byte offset where one is not a tar archive
   explicit webdataset_source(std::vector<std::string> shards)
-      : detail::cursor_source<webdataset_source>(0),
-        index_(std::move(shards), source_name,
-               [](const shard_file& file) { return index_webdataset(file); }) {
-    cursor_ = shard_cursor(index_.samples());
-  }
-
-  /// @return the next sample of this shard's pass (valid until the next call), or nullptr at the
-  ///         end of the pass; nothing of it is read yet
-  [[nodiscard]] const webdataset_record* next() {
-    if (cursor_.exhausted()) return nullptr;
-    current_ = record(cursor_.next_index());
-    cursor_.advance();
-    return &current_;
-  }
+      : shard_source(std::move(shards),
+                     [](const shard_file& file) { return index_webdataset(file); }) {}
 
   /// @return sample `index` of the whole data (shard order, then sample order), not read yet
   /// @throws std::out_of_range past the last
@@ -145,48 +136,6 @@ class webdataset_source : public detail::cursor_source<webdataset_source> {
     const auto [s, entry] = index_.locate(index);
     return {index_.shards(), s, *entry};
   }
-
-  /// @brief Keeps every `world`-th sample of the pass, from `rank`; the pass starts again.
-  /// @throws crema::config_error if `world` is 0, `rank` is not below it, or the rank would get
-  ///         no sample (more ranks than samples)
-  void shard(std::size_t rank, std::size_t world) {
-    cursor_.shard(rank, world);
-    if (cursor_.size() == 0) {
-      detail::fail<config_error>(
-          "webdataset_source: rank {} of {} gets no sample: the {} shards hold {} samples", rank,
-          world, index_.shards().size(), cursor_.records());
-    }
-  }
-
-  /// @return "webdataset:" and the first shard's path, with the number of shards after it
-  [[nodiscard]] std::string key() const {
-    return "webdataset:" + index_.shards().path(0) + "+" +
-           std::to_string(index_.shards().size() - 1);
-  }
-  /// @return "shard:key" of a sample
-  [[nodiscard]] std::string record_key(const webdataset_record& record) const {
-    return record.name();
-  }
-  /// @return the samples of this shard's pass
-  [[nodiscard]] std::size_t size() const noexcept {
-    return static_cast<std::size_t>(cursor_.size());
-  }
-  /// @return the samples of every shard
-  [[nodiscard]] std::size_t records() const noexcept {
-    return static_cast<std::size_t>(cursor_.records());
-  }
-  /// @return the shards' paths
-  [[nodiscard]] const std::vector<std::string>& shards() const noexcept {
-    return index_.shards().paths();
-  }
-  /// @return shard `s`'s samples, as its index has them
-  [[nodiscard]] const std::vector<webdataset_entry>& entries(std::size_t s) const {
-    return index_.entries(s);
-  }
-
- private:
-  detail::indexed_shards<webdataset_entry> index_;
-  webdataset_record current_;
 };
 
 static_assert(keyed_record_source<webdataset_source>);

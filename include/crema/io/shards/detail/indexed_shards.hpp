@@ -2,6 +2,8 @@
 
 #include <crema/core/error.hpp>
 #include <crema/io/shards/shard_file.hpp>
+#include <crema/pipeline/detail/cursor_source.hpp>
+#include <crema/pipeline/shard_cursor.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -61,6 +63,71 @@ class indexed_shards {
     std::vector<std::uint64_t> first;  // per shard, its first sample's number; then the total
   };
   std::shared_ptr<const state> state_;
+};
+
+// What a source over indexed shards answers the same way whatever the format: `next()` (a record
+// that says where an entry lies, nothing read), the rank's share (refused where it would be
+// empty), the key, the counts, the shards and their index; the cursor's shuffle, balance, seek
+// and epochs (cursor_source). `Derived` gives `source_name`, `key_prefix` ("webdataset"), `unit`
+// ("sample") and `Record record(index) const`; its records have `name()`.
+template <class Derived, class Entry, class Record>
+class shard_source : public cursor_source<Derived> {
+ public:
+  /// @return the next entry of this rank's pass (valid until the next call), or nullptr at the
+  ///         end of the pass; nothing of it is read yet
+  [[nodiscard]] const Record* next() {
+    if (this->cursor_.exhausted()) return nullptr;
+    current_ = static_cast<const Derived&>(*this).record(this->cursor_.next_index());
+    this->cursor_.advance();
+    return &current_;
+  }
+
+  /// @brief Keeps every `world`-th entry of the pass, from `rank`; the pass starts again.
+  /// @throws crema::config_error if `world` is 0, `rank` is not below it, or the rank would get
+  ///         nothing (more ranks than entries)
+  void shard(std::size_t rank, std::size_t world) {
+    this->cursor_.shard(rank, world);
+    if (this->cursor_.size() == 0) {
+      fail<config_error>("{}: rank {} of {} gets no {}: the {} shards hold {} {}s",
+                         Derived::source_name, rank, world, Derived::unit, index_.shards().size(),
+                         this->cursor_.records(), Derived::unit);
+    }
+  }
+
+  /// @return the format, the first shard's path and the number of shards after it
+  [[nodiscard]] std::string key() const {
+    return std::string(Derived::key_prefix) + ":" + index_.shards().path(0) + "+" +
+           std::to_string(index_.shards().size() - 1);
+  }
+  /// @return what errors name an entry by
+  [[nodiscard]] std::string record_key(const Record& record) const { return record.name(); }
+  /// @return the entries of this rank's pass
+  [[nodiscard]] std::size_t size() const noexcept {
+    return static_cast<std::size_t>(this->cursor_.size());
+  }
+  /// @return the entries of every shard
+  [[nodiscard]] std::size_t records() const noexcept {
+    return static_cast<std::size_t>(this->cursor_.records());
+  }
+  /// @return the shards' paths
+  [[nodiscard]] const std::vector<std::string>& shards() const noexcept {
+    return index_.shards().paths();
+  }
+  /// @return shard `s`'s entries, as its index has them
+  [[nodiscard]] const std::vector<Entry>& entries(std::size_t s) const { return index_.entries(s); }
+
+ protected:
+  template <class Index>
+  shard_source(std::vector<std::string> paths, Index&& index)
+      : cursor_source<Derived>(0),
+        index_(std::move(paths), Derived::source_name, std::forward<Index>(index)) {
+    this->cursor_ = shard_cursor(index_.samples());
+  }
+
+  indexed_shards<Entry> index_;
+
+ private:
+  Record current_;
 };
 
 }  // namespace crema::detail
