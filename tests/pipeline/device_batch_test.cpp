@@ -447,4 +447,27 @@ TEST_SUITE("device_batch") {
     CHECK_THROWS_WITH_AS(off.set_label(0, 1.0f), doctest::Contains("not aligned"),
                          crema::state_error);
   }
+
+  TEST_CASE("a batch with int64 labels (PyTorch's class indices) keeps them exact past 2^24") {
+    using int64_batch = crema::device_batch<std::uint8_t, crema::host_malloc_resource,
+                                            crema::emulated_device_resource, std::int64_t>;
+    static_assert(std::is_same_v<int64_batch::label_type, std::int64_t>);
+    int64_batch batch(40, {1, 1, 2});
+    // Past float's 24-bit mantissa: a float label would round these.
+    constexpr std::int64_t first = (std::int64_t{1} << 40) + 1;
+    for (std::size_t i = 0; i < 40; ++i) {
+      std::ranges::fill(batch.record(i), static_cast<std::uint8_t>(i));
+      batch.set_label(i, first + static_cast<std::int64_t>(i));
+    }
+    batch.finish({.size = 40});
+    const auto on_device = batch.device();
+    for (std::size_t i = 0; i < 40; ++i) {
+      CHECK(on_device.labels.data()[i] == first + static_cast<std::int64_t>(i));
+      CHECK(on_device.data.data()[2 * i + 1] == static_cast<std::uint8_t>(i));
+    }
+    // 40 labels of 8 bytes round up to 512: the data stays 256-aligned.
+    CHECK(batch.data_offset() == 512);
+    CHECK(std::vector<std::int64_t>(batch.host_labels().begin(), batch.host_labels().end()) ==
+          std::vector<std::int64_t>(on_device.labels.data(), on_device.labels.data() + 40));
+  }
 }

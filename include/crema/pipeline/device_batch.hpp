@@ -57,9 +57,9 @@ struct device_batch_view {
 /// Labels `[N]` and data `[N, C, H, W]` share one `synced_buffer` (one `HostResource` block,
 /// pinned memory for CUDA, and one `DeviceResource` block on the consumer's device): the labels
 /// first, the data after them at the next 256 bytes, so that the data is as aligned as the
-/// block. Labels are `label_type`: T, or float where T is narrower (`std::uint8_t` pixels, whose
-/// mean and scale a kernel applies on the device, upload a quarter of float's bytes); the block
-/// must then be aligned to float, as every resource of crema's is. A batch transform makes one per
+/// block. Labels are `label_type`: by default T, or float where T is narrower (`std::uint8_t`
+/// pixels, whose mean and scale a kernel applies on the device, upload a quarter of float's
+/// bytes); the block must then be aligned to the label, as every resource of crema's is. A batch transform makes one per
 /// slot in `make_batch` and fills record `i` through `record(i)` and `set_label(i, label)`. Its
 /// finishing step (`finish`, called by the producer after the last record) starts one copy of the
 /// block on the batch's upload stream (its own, or one its consumer's batches share), records one
@@ -73,14 +73,16 @@ struct device_batch_view {
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease; the
 /// pipeline orders the two). `record`, `set_label` and `finish` allocate only on the first fill.
-/// @tparam T the element type of the data (float, as Caffe's blobs, or `std::uint8_t` pixels)
-///           and of the labels (`batch_label_t<T>`)
+/// @tparam T     the element type of the data (float, as Caffe's blobs, or `std::uint8_t` pixels)
+/// @tparam Label the element type of the labels: `batch_label_t<T>` by default; `std::int64_t`
+///               for what PyTorch's losses take as class indices. A whole number of T.
 template <class T, host_resource HostResource = host_malloc_resource,
-          device_resource DeviceResource = emulated_device_resource>
+          device_resource DeviceResource = emulated_device_resource,
+          class Label = batch_label_t<T>>
 class device_batch {
  public:
   using value_type = T;
-  using label_type = batch_label_t<T>;
+  using label_type = Label;
   using buffer_type = synced_buffer<T, HostResource, DeviceResource>;
   using stream_type = typename DeviceResource::stream_type;
   using event_type = typename stream_type::event_type;

@@ -8,8 +8,8 @@ namespace crema::cuda {
 
 /// @brief The CUDA `device_batch`: pinned host memory (so the uploads are truly asynchronous),
 /// `cudaMalloc` memory on the consumer's device, uploads on a `cuda_stream` of that device, and
-/// `cudaStreamWaitEvent` where a stream waits for them.
-template <class T>
-using device_batch = ::crema::device_batch<T, host_pinned_resource, cuda_device_resource>;
+/// `cudaStreamWaitEvent` where a stream waits for them. Labels as `crema::device_batch` has them.
+template <class T, class Label = batch_label_t<T>>
+using device_batch = ::crema::device_batch<T, host_pinned_resource, cuda_device_resource, Label>;
 
 }  // namespace crema::cuda
