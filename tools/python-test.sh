@@ -15,5 +15,24 @@ if [[ -z ${CREMA_FEED:-} && -x build/dev/examples/crema-feed ]]; then
   export CREMA_FEED=$PWD/build/dev/examples/crema-feed
 fi
 # From outside the tree, so that `import crema` is the installed package, not python/src.
-cd python/tests
-"../../$venv/bin/python" -m pytest -p no:cacheprovider "$@" .
+(cd python/tests && "../../$venv/bin/python" -m pytest -p no:cacheprovider "$@" .)
+
+# crema.Loader(device="cuda:N") without a GPU: the same package built with CUDA on the counting
+# CUDA runtime of crema's tests (CREMA_PYTHON_COUNTING_CUDA), in a virtual environment of its
+# own, runs test_device.py. Needs the CUDA toolkit's headers only; skipped where there are none.
+cuda_root=${CUDA_HOME:-/usr/local/cuda}
+if [[ -e $cuda_root/include/cuda_runtime_api.h ]]; then
+  counting=build/venv-counting-cuda
+  if [[ ! -x $counting/bin/python ]]; then
+    /usr/bin/python3 -m venv --system-site-packages "$counting"
+  fi
+  "$counting/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --config-settings "build-dir=build/python-counting-cuda/{wheel_tag}" \
+    --config-settings cmake.define.CREMA_ENABLE_CUDA=ON \
+    --config-settings cmake.define.CREMA_PYTHON_COUNTING_CUDA=ON \
+    --config-settings "cmake.define.CUDAToolkit_ROOT=$cuda_root" .
+  (cd python/tests &&
+    "../../$counting/bin/python" -m pytest -p no:cacheprovider "$@" test_device.py)
+else
+  echo "python-test: no CUDA toolkit headers under $cuda_root; the device tests are skipped"
+fi

@@ -1,6 +1,6 @@
 // Loaders over image folders, list files and shards (WebDataset, TFRecord), with crema's
 // ImageNet-style transform.
-#include "loader_core.hpp"
+#include "loader_models.hpp"
 
 #include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_folder_source.hpp>
@@ -48,19 +48,22 @@ template <class Source, class T>
 std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const image_spec& transform,
                                           const loader_spec& loader,
                                           std::vector<std::string> classes) {
-  image_batcher batcher(image_transform(image_options(transform)), python_batch<T>{});
-  return std::make_unique<loader_model<Source, decltype(batcher)>>(
-      std::move(make), std::move(batcher), loader.options, std::move(classes));
+  return loader_of<T>(
+      std::move(make),
+      [&](auto make_batch) {
+        return image_batcher(image_transform(image_options(transform)), make_batch);
+      },
+      loader, std::move(classes));
 }
 
 template <class Source>
 std::unique_ptr<loader_core> image_loader(std::function<Source()> make, const image_spec& transform,
                                           const loader_spec& loader,
                                           std::vector<std::string> classes = {}) {
-  return transform.bytes ? image_loader<Source, std::uint8_t>(std::move(make), transform, loader,
-                                                              std::move(classes))
-                         : image_loader<Source, float>(std::move(make), transform, loader,
-                                                       std::move(classes));
+  return transform.bytes
+             ? image_loader<Source, std::uint8_t>(std::move(make), transform, loader,
+                                                  std::move(classes))
+             : image_loader<Source, float>(std::move(make), transform, loader, std::move(classes));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Loaders over Caffe LMDBs: encoded Datums through crema's ImageNet-style transform, or any
 // Datum through Caffe's own transform.
-#include "loader_core.hpp"
+#include "loader_models.hpp"
 
 #include <crema/io/caffe/blob_proto.hpp>
 #include <crema/io/caffe/caffe_batcher.hpp>
@@ -26,13 +26,6 @@ std::function<lmdb_source()> prepared(const source_spec& spec, std::uint64_t see
   };
 }
 
-template <class Transform>
-std::unique_ptr<loader_core> lmdb_loader(const source_spec& source, Transform transform,
-                                         const loader_spec& loader) {
-  return std::make_unique<loader_model<lmdb_source, Transform>>(
-      prepared(source, loader.options.seed), std::move(transform), loader.options);
-}
-
 template <class T>
 std::unique_ptr<loader_core> caffe_loader(const source_spec& source, const caffe_spec& spec,
                                           const loader_spec& loader) {
@@ -54,15 +47,23 @@ std::unique_ptr<loader_core> caffe_loader(const source_spec& source, const caffe
     const lmdb_record* record = first.next();
     input = datum_shape(record->value, record->key_text(), decoder);
   }
-  caffe_batcher batcher(input, caffe_transform(std::move(options)), python_batch<T>{}, decoder);
-  return lmdb_loader(source, std::move(batcher), loader);
+  return loader_of<T>(
+      prepared(source, loader.options.seed),
+      [&](auto make_batch) {
+        return caffe_batcher(input, caffe_transform(std::move(options)), make_batch, decoder);
+      },
+      loader);
 }
 
 template <class T>
 std::unique_ptr<loader_core> image_loader(const source_spec& source, const image_spec& spec,
                                           const loader_spec& loader) {
-  return lmdb_loader(source, image_batcher(image_transform(image_options(spec)), python_batch<T>{}),
-                     loader);
+  return loader_of<T>(
+      prepared(source, loader.options.seed),
+      [&](auto make_batch) {
+        return image_batcher(image_transform(image_options(spec)), make_batch);
+      },
+      loader);
 }
 
 }  // namespace

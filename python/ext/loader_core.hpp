@@ -30,12 +30,21 @@ namespace crema::python {
 /// One delivered batch: its lease, and where its arrays' bytes are. Destroyed (the slot given
 /// back) when the last Python object that refers to it is.
 struct held_batch {
+  /// For `use_on`: the consumer synchronises itself (DLPack's stream -1).
+  static constexpr std::intptr_t no_sync = -1;
+
   virtual ~held_batch() = default;
+  /// A device batch: makes `stream` (a `cudaStream_t` as an integer) wait for the upload, sets
+  /// `data` and `labels` to the device's copy, and has the slot refilled only after the work
+  /// queued on `stream` before the batch is let go. Host batches are ready as they come.
+  virtual void use_on(std::intptr_t stream) { (void)stream; }
+
   void* data = nullptr;
   std::int64_t* labels = nullptr;
   std::size_t size = 0;     ///< records in the batch
   std::size_t padding = 0;  ///< records at its end that repeat its first ones
   std::uint64_t epoch = 0;
+  int device = -1;  ///< the CUDA device the batch is on; -1: host memory
 };
 
 /// The loader, whatever its source and transform.
@@ -108,6 +117,7 @@ struct caffe_spec {
 /// The loader's own options.
 struct loader_spec {
   epoch_loader_options options;
+  int device = -1;  ///< the CUDA device the batches go to; -1: host memory
 };
 
 template <class Lease>
@@ -123,8 +133,9 @@ struct lease_batch final : held_batch {
   Lease lease;
 };
 
-/// The loader over one source type and one batch transform.
-template <class Source, class Transform>
+/// The loader over one source type and one batch transform; `Held` is what a delivered lease
+/// becomes (`lease_batch` for host batches, `device_lease_batch` for device ones).
+template <class Source, class Transform, template <class> class Held = lease_batch>
 class loader_model final : public loader_core {
  public:
   loader_model(std::function<Source()> make_source, Transform transform,
@@ -145,7 +156,7 @@ class loader_model final : public loader_core {
                        std::unique_ptr<held_batch>& out) override {
     auto result = loader_.next_for(timeout);
     if (result.status == pull_status::ready) {
-      out = std::make_unique<lease_batch<decltype(result.batch)>>(std::move(result.batch));
+      out = std::make_unique<Held<decltype(result.batch)>>(std::move(result.batch));
     }
     return result.status;
   }

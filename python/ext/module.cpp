@@ -16,6 +16,10 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#if CREMA_PYTHON_COUNTING_CUDA
+#include "cuda/counting_runtime.hpp"
+#endif
+
 #include <Python.h>
 #include <unistd.h>
 
@@ -103,25 +107,102 @@ struct batch_owner {
 
 enum class output_kind { torch, numpy, dlpack };
 
+// Where an array's bytes are, as DLPack says it: host memory, or a CUDA device.
+struct array_place {
+  int device_type = nb::device::cpu::value;
+  int device_id = 0;
+
+  static array_place of(const held_batch& batch) {
+    if (batch.device < 0) return {};
+    return {nb::device::cuda::value, batch.device};
+  }
+};
+
 template <class Framework>
 nb::object export_array(void* data, std::size_t ndim, const std::size_t* shape,
-                        nb::dlpack::dtype dtype, nb::handle owner) {
-  nb::ndarray<Framework> array(data, ndim, shape, owner, nullptr, dtype);
+                        nb::dlpack::dtype dtype, nb::handle owner, array_place place) {
+  nb::ndarray<Framework> array(data, ndim, shape, owner, nullptr, dtype, place.device_type,
+                               place.device_id);
   return nb::cast(std::move(array));
 }
 
 nb::object as_array(output_kind output, void* data, std::size_t ndim, const std::size_t* shape,
-                    nb::dlpack::dtype dtype, nb::handle owner) {
+                    nb::dlpack::dtype dtype, nb::handle owner, array_place place) {
   switch (output) {
     case output_kind::torch:
-      return export_array<nb::pytorch>(data, ndim, shape, dtype, owner);
+      return export_array<nb::pytorch>(data, ndim, shape, dtype, owner, place);
     case output_kind::numpy:
-      return export_array<nb::numpy>(data, ndim, shape, dtype, owner);
+      return export_array<nb::numpy>(data, ndim, shape, dtype, owner, place);
     case output_kind::dlpack:
       break;
   }
-  return export_array<nb::array_api>(data, ndim, shape, dtype, owner);
+  return export_array<nb::array_api>(data, ndim, shape, dtype, owner, place);
 }
+
+// One array of a device batch, for output="dlpack": the consumer names its stream in
+// `__dlpack__(stream=...)`, which waits there for the upload (without blocking the host) and has
+// the slot refilled only after that stream's work on it. The DLPack protocol's streams for CUDA:
+// None is the legacy default stream (1), -1 asks for no synchronisation (the host waits for the
+// upload here, and the consumer orders its own work), 0 is refused as ambiguous.
+class device_array {
+ public:
+  device_array(nb::capsule owner, held_batch* batch, bool labels, std::vector<std::size_t> shape,
+               nb::dlpack::dtype dtype)
+      : owner_(std::move(owner)),
+        batch_(batch),
+        labels_(labels),
+        shape_(std::move(shape)),
+        dtype_(dtype) {}
+
+  nb::object dlpack(const nb::args& positional, nb::kwargs rest) {
+    if (positional.size() != 0) throw nb::type_error("__dlpack__ takes keyword arguments only");
+    nb::object stream = nb::none();
+    if (rest.contains("stream")) {
+      stream = rest["stream"];
+      PyDict_DelItemString(rest.ptr(), "stream");
+    }
+    std::intptr_t handle = 1;  // DLPack: None is CUDA's legacy default stream
+    if (!stream.is_none()) {
+      if (!nb::isinstance<nb::int_>(stream)) {
+        throw nb::type_error("__dlpack__: stream must be an integer (a cudaStream_t) or None");
+      }
+      handle = nb::cast<std::intptr_t>(stream);
+      if (handle == 0) {
+        throw nb::value_error(
+            "__dlpack__: stream 0 is ambiguous for CUDA (DLPack); pass 1 for the legacy default "
+            "stream, 2 for the per-thread one, or the stream's handle");
+      }
+      if (handle < held_batch::no_sync) {
+        throw nb::value_error("__dlpack__: stream must be -1, 1, 2 or a stream's handle");
+      }
+    }
+    {
+      nb::gil_scoped_release unlocked;  // -1 waits on the host for the upload
+      batch_->use_on(handle);
+    }
+    void* data = labels_ ? static_cast<void*>(batch_->labels) : batch_->data;
+    nb::object array = export_array<nb::array_api>(data, shape_.size(), shape_.data(), dtype_,
+                                                   owner_, array_place::of(*batch_));
+    return array.attr("__dlpack__")(**rest);
+  }
+
+  nb::tuple dlpack_device() const {
+    const array_place place = array_place::of(*batch_);
+    return nb::make_tuple(place.device_type, place.device_id);
+  }
+  nb::tuple shape() const {
+    nb::list dims;
+    for (const std::size_t dim : shape_) dims.append(dim);
+    return nb::tuple(dims);
+  }
+
+ private:
+  nb::capsule owner_;  // keeps the batch (its slot) alive
+  held_batch* batch_;
+  bool labels_;
+  std::vector<std::size_t> shape_;
+  nb::dlpack::dtype dtype_;
+};
 
 // The loader as the Python class crema._crema.Loader sees it.
 class python_loader {
@@ -147,8 +228,10 @@ class python_loader {
   std::string stats() const { return live().stats(); }
 
   // The next batch of the epoch as (images, labels), or None at its end. Waits with the GIL
-  // released, looking for signals (Ctrl-C) every `poll` so that a wait ends promptly.
-  nb::object next(output_kind output) {
+  // released, looking for signals (Ctrl-C) every `poll` so that a wait ends promptly. A device
+  // batch as torch tensors is used on `stream` (PyTorch's current stream, a cudaStream_t as an
+  // integer); as DLPack objects, on the stream their consumer names.
+  nb::object next(output_kind output, std::intptr_t stream) {
     loader_core& core = live();
     const std::size_t slots = core.slots();
     if (held_->load(std::memory_order_relaxed) >= slots) {
@@ -175,6 +258,10 @@ class python_loader {
         detail::fail<state_error>("crema.Loader: closed; make a new loader");
       }
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    }
+    if (batch->device >= 0 && output != output_kind::dlpack) {
+      nb::gil_scoped_release unlocked;
+      batch->use_on(stream);
     }
     return arrays_of(std::move(batch), output);
   }
@@ -214,10 +301,17 @@ class python_loader {
                                         hwc_ ? shape.width : shape.height,
                                         hwc_ ? shape.channels : shape.width};
     const std::size_t label_shape[1] = {records};
-    nb::object images = as_array(output, data, 4, image_shape,
-                                 bytes_ ? nb::dtype<std::uint8_t>() : nb::dtype<float>(), keeper);
+    const nb::dlpack::dtype image_type = bytes_ ? nb::dtype<std::uint8_t>() : nb::dtype<float>();
+    const array_place place = array_place::of(*owner->batch);
+    if (place.device_type != nb::device::cpu::value && output == output_kind::dlpack) {
+      held_batch* held = owner->batch.get();
+      return nb::make_tuple(
+          device_array(keeper, held, false, {image_shape, image_shape + 4}, image_type),
+          device_array(keeper, held, true, {records}, nb::dtype<std::int64_t>()));
+    }
+    nb::object images = as_array(output, data, 4, image_shape, image_type, keeper, place);
     nb::object targets =
-        as_array(output, labels, 1, label_shape, nb::dtype<std::int64_t>(), keeper);
+        as_array(output, labels, 1, label_shape, nb::dtype<std::int64_t>(), keeper, place);
     return nb::make_tuple(images, targets);
   }
 
@@ -270,6 +364,8 @@ NB_MODULE(_crema, module) {
   info["image"] = true;
   info["lmdb"] = CREMA_PYTHON_LMDB != 0;
   info["cuda"] = CREMA_PYTHON_CUDA != 0;
+  // Tests only: the CUDA runtime is tests/cuda/counting_runtime.cpp, no GPU behind it.
+  info["counting_cuda"] = CREMA_PYTHON_COUNTING_CUDA != 0;
   info["nvjpeg"] = CREMA_PYTHON_NVJPEG != 0;
   info["mpi"] = CREMA_PYTHON_MPI != 0;
   module.attr("_build_info") = info;
@@ -355,7 +451,54 @@ NB_MODULE(_crema, module) {
           "hang_timeout_ms", [](const loader_spec& s) { return s.options.hang_timeout.count(); },
           [](loader_spec& s, std::int64_t value) {
             s.options.hang_timeout = std::chrono::milliseconds(value);
-          });
+          })
+      .def_rw("device", &loader_spec::device);
+
+  nb::class_<device_array>(module, "DeviceArray",
+                           "One array of a batch on a CUDA device, for from_dlpack: "
+                           "__dlpack__(stream=...) makes that stream wait for the batch's upload")
+      .def("__dlpack__", &device_array::dlpack)
+      .def("__dlpack_device__", &device_array::dlpack_device)
+      .def_prop_ro("shape", &device_array::shape);
+
+#if CREMA_PYTHON_COUNTING_CUDA
+  // This build runs on the counting CUDA runtime (tests/cuda/counting_runtime.hpp), for the tests
+  // of device batches without a GPU: what it counts, and streams to consume on.
+  namespace counting = c::test::counting_cuda;
+  module.def(
+      "_counting_cuda_calls",
+      [](bool this_thread) {
+        nb::dict calls;
+        const counting::counts now =
+            this_thread ? counting::this_thread() : counting::all_threads();
+        for (std::size_t i = 0; i < static_cast<std::size_t>(counting::call::count_); ++i) {
+          const auto which = static_cast<counting::call>(i);
+          calls[std::string(counting::name_of(which)).c_str()] = now[which];
+        }
+        return calls;
+      },
+      nb::arg("this_thread") = false);
+  module.def("_counting_cuda_held", [] {
+    const counting::held_objects held = counting::held();
+    return nb::make_tuple(held.allocations, held.streams, held.events);
+  });
+  module.def("_counting_cuda_stream", [] {
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreate(&stream) != cudaSuccess) throw std::runtime_error("cudaStreamCreate");
+    return reinterpret_cast<std::intptr_t>(stream);
+  });
+  module.def("_counting_cuda_fail", [](const std::string& call, std::uint64_t after) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(counting::call::count_); ++i) {
+      const auto which = static_cast<counting::call>(i);
+      if (counting::name_of(which) == call) {
+        counting::fail_call(which, after, cudaErrorLaunchFailure);
+        return;
+      }
+    }
+    throw nb::value_error(("no counted call " + call).c_str());
+  });
+  module.def("_counting_cuda_heal", [] { counting::heal(); });
+#endif
 
   nb::class_<python_loader>(module, "Loader")
       .def_static(

@@ -454,6 +454,8 @@ def test_a_folder_loader_names_its_classes_as_torchvision_does(photos, tmp_path)
     (dict(prefetch=-1), ValueError, "prefetch must be at least 0"),
     (dict(copy=True, output="dlpack"), ValueError, "copy=True"),
     (dict(hang_timeout=0), ValueError, "hang_timeout must be positive"),
+    (dict(device="tpu"), ValueError, "device must be None, 'cpu', 'cuda' or 'cuda:N'"),
+    (dict(device=1), TypeError, "device must be None"),
 ])
 def test_bad_loader_arguments_are_errors_naming_the_argument(photos, arguments, error, match):
     options = dict(batch_size=4, output="numpy")
@@ -461,6 +463,17 @@ def test_bad_loader_arguments_are_errors_naming_the_argument(photos, arguments, 
     batch_size = options.pop("batch_size")
     with pytest.raises(error, match=match):
         crema.Loader(crema.ImageFolder(photos), crema.ImageTransform(), batch_size, **options)
+
+
+@pytest.mark.skipif(crema.build_info()["cuda"], reason="this build has CUDA")
+def test_a_device_in_a_build_without_cuda_says_how_to_build_one(photos):
+    with pytest.raises(ValueError, match="CREMA_ENABLE_CUDA=ON"):
+        crema.Loader(crema.ImageFolder(photos), crema.ImageTransform(), 4, device="cuda:0")
+    # "cpu" is host memory, as None.
+    with crema.Loader(crema.ImageFolder(photos), small_transform(), 4, device="cpu",
+                      output="numpy") as loader:
+        images, _ = next(iter(loader))
+        assert images.shape[0] == 4
 
 
 def test_bad_sources_and_transforms_are_errors_naming_what_is_wrong(photos, tmp_path):

@@ -60,6 +60,11 @@ std::atomic<bool> peers_reach{true};
 std::mutex peers_lock;
 std::set<std::pair<int, int>> peers_enabled;
 
+// CUDA's named default streams (legacy, per-thread): the default stream here, as the null one.
+cudaStream_t plain(cudaStream_t stream) noexcept {
+  return stream == cudaStreamLegacy || stream == cudaStreamPerThread ? nullptr : stream;
+}
+
 // What a handle points at: a tag, so that a handle this runtime did not make is refused.
 struct stream_object {
   std::uint32_t tag = 0x5354524d;  // "STRM"
@@ -74,7 +79,7 @@ std::atomic<std::uint64_t> overlaps{0};
 class stream_call {
  public:
   explicit stream_call(cudaStream_t stream) noexcept
-      : stream_(reinterpret_cast<stream_object*>(stream)) {
+      : stream_(reinterpret_cast<stream_object*>(plain(stream))) {
     if (stream_ == nullptr) return;
     if (stream_->callers.fetch_add(1, std::memory_order_acq_rel) != 0) {
       overlaps.fetch_add(1, std::memory_order_relaxed);
@@ -144,6 +149,7 @@ cudaError_t enter(call c, int device = current, int also = current) noexcept {
   return fail(static_cast<cudaError_t>(error));
 }
 bool is_stream(cudaStream_t stream) noexcept {
+  stream = plain(stream);
   return stream == nullptr || reinterpret_cast<stream_object*>(stream)->tag == stream_object{}.tag;
 }
 bool is_event(cudaEvent_t event) noexcept {
@@ -152,6 +158,7 @@ bool is_event(cudaEvent_t event) noexcept {
 // The device a call on `stream` or `event` is on: theirs, or the current one for the default
 // stream and handles this runtime did not make.
 int device_of_stream(cudaStream_t stream) noexcept {
+  stream = plain(stream);
   return stream != nullptr && is_stream(stream) ? reinterpret_cast<stream_object*>(stream)->device
                                                 : current;
 }
@@ -237,6 +244,7 @@ bool peer_access_enabled(int device, int peer) noexcept {
 int current_device() noexcept { return current; }
 
 int device_of(cudaStream_t stream) noexcept {
+  stream = plain(stream);
   return stream == nullptr ? current : reinterpret_cast<const stream_object*>(stream)->device;
 }
 

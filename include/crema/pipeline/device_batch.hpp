@@ -59,17 +59,18 @@ struct device_batch_view {
 /// first, the data after them at the next 256 bytes, so that the data is as aligned as the
 /// block. Labels are `label_type`: by default T, or float where T is narrower (`std::uint8_t`
 /// pixels, whose mean and scale a kernel applies on the device, upload a quarter of float's
-/// bytes); the block must then be aligned to the label, as every resource of crema's is. A batch transform makes one per
-/// slot in `make_batch` and fills record `i` through `record(i)` and `set_label(i, label)`. Its
-/// finishing step (`finish`, called by the producer after the last record) starts one copy of the
-/// block on the batch's upload stream (its own, or one its consumer's batches share), records one
-/// event after it and returns: the consumer receives a batch whose copy is in flight or done. Made
-/// with a `batch_uploader`, the batch hands that step to the uploader's thread instead, and whoever
-/// touches the batch next first waits until the uploader has started the copy. The consumer reads
-/// `device()` (the host waits for the copy) or, without blocking the host,
-/// `device(consumer_stream)` (the consumer's stream waits for the copy's event: one wait for data
-/// and labels). Releasing the lease with `release_after(consumer_stream.record())` keeps the next
-/// upload into this batch from starting before the consumer's device work on it is done.
+/// bytes); the block must then be aligned to the label, as every resource of crema's is. A batch
+/// transform makes one per slot in `make_batch` and fills record `i` through `record(i)` and
+/// `set_label(i, label)`. Its finishing step (`finish`, called by the producer after the last
+/// record) starts one copy of the block on the batch's upload stream (its own, or one its
+/// consumer's batches share), records one event after it and returns: the consumer receives a batch
+/// whose copy is in flight or done. Made with a `batch_uploader`, the batch hands that step to the
+/// uploader's thread instead, and whoever touches the batch next first waits until the uploader has
+/// started the copy. The consumer reads `device()` (the host waits for the copy) or, without
+/// blocking the host, `device(consumer_stream)` (the consumer's stream waits for the copy's event:
+/// one wait for data and labels). Releasing the lease with
+/// `release_after(consumer_stream.record())` keeps the next upload into this batch from starting
+/// before the consumer's device work on it is done.
 ///
 /// One thread at a time (the producer while filling, then the consumer holding the lease; the
 /// pipeline orders the two). `record`, `set_label` and `finish` allocate only on the first fill.
@@ -77,8 +78,7 @@ struct device_batch_view {
 /// @tparam Label the element type of the labels: `batch_label_t<T>` by default; `std::int64_t`
 ///               for what PyTorch's losses take as class indices. A whole number of T.
 template <class T, host_resource HostResource = host_malloc_resource,
-          device_resource DeviceResource = emulated_device_resource,
-          class Label = batch_label_t<T>>
+          device_resource DeviceResource = emulated_device_resource, class Label = batch_label_t<T>>
 class device_batch {
  public:
   using value_type = T;

@@ -83,6 +83,12 @@ class Loader:
             their slots; a loop that keeps them all gets an error that says so.
         output: "torch" (tensors), "numpy" (arrays) or "dlpack" (objects with ``__dlpack__``).
         copy: hand out copies (for loops that keep batches); the slot is reused at once.
+        device: None (host memory), or "cuda", "cuda:N" or a ``torch.device``: crema's threads
+            upload each batch to that GPU from pinned memory. As torch tensors, a batch is ready
+            for work on PyTorch's current stream (which waits for the upload; the host does
+            not); as "dlpack" objects, for the stream their consumer passes to ``__dlpack__``.
+            The slot is refilled only after the work queued on that stream before the batch's
+            last tensor was let go.
         stall_timeout: seconds a wait may last before the error that names what holds it up.
         hang_timeout: seconds crema's source or transform may spend on one record before the
             loop gets an error naming the record (a read that never returns, say).
@@ -90,7 +96,7 @@ class Loader:
 
     def __init__(self, source, transform, batch_size, *, threads=None, seed=0, shuffle=True,
                  last_batch="keep", shard="auto", prefetch=0, output="torch", copy=False,
-                 stall_timeout=60.0, hang_timeout=60.0):
+                 device=None, stall_timeout=60.0, hang_timeout=60.0):
         owner = "crema.Loader"
         if not isinstance(source, (ImageFolder, ImageList, CaffeLMDB, WebDataset, TFRecord)):
             raise TypeError(f"{owner}: source must be a crema.ImageFolder, crema.ImageList, "
@@ -126,6 +132,7 @@ class Loader:
             except ImportError:
                 raise ImportError(f"{owner}: output='torch' needs PyTorch, which is not "
                                   "installed here; use output='numpy'") from None
+        self._device = _check_device(owner, device, self._output)
 
         spec = source._spec()
         spec.shuffle = self._shuffle
@@ -142,6 +149,7 @@ class Loader:
         options.last_batch = _LAST_BATCH[self._last_batch]
         options.stall_timeout_ms = max(1, int(stall * 1000))
         options.hang_timeout_ms = max(1, int(hang * 1000))
+        options.device = -1 if self._device is None else self._device
         if isinstance(transform, CaffeTransform):
             self._impl = _crema.Loader.caffe(spec, transform._spec(), options)
         else:
@@ -288,13 +296,52 @@ class Loader:
         if self._iterating is not epoch:
             return None  # a later iter() or set_epoch took over
         self._check_process()
-        batch = self._impl.next(self._kind)
+        batch = self._impl.next(self._kind, self._consumer_stream())
         if batch is None:
             self._iterating = None
         elif self._copy:
             images, labels = batch
             batch = (_copy_of(images), _copy_of(labels))
         return batch
+
+
+    def _consumer_stream(self):
+        # Where torch tensors of a device batch are used: PyTorch's current stream there.
+        if self._device is None or self._output != "torch":
+            return 0
+        import torch
+        return torch.cuda.current_stream(self._device).cuda_stream
+
+
+def _check_device(owner, device, output):
+    """The CUDA device number ``device`` names, or None for host memory."""
+    if device is None:
+        return None
+    text = str(device) if type(device).__name__ == "device" else device  # a torch.device
+    if not isinstance(text, str):
+        raise TypeError(f"{owner}: device must be None, 'cuda', 'cuda:N' or a torch.device, "
+                        f"not {type(device).__name__}")
+    if text == "cpu":
+        return None
+    kind, _, number = text.partition(":")
+    if kind != "cuda" or (number and not number.isdigit()):
+        raise ValueError(f"{owner}: device must be None, 'cpu', 'cuda' or 'cuda:N', not "
+                         f"{text!r}")
+    if not _crema._build_info["cuda"]:
+        raise ValueError(f"{owner}: device={text!r} needs crema built with CUDA (pip install . "
+                         "--config-settings cmake.define.CREMA_ENABLE_CUDA=ON where the CUDA "
+                         "toolkit is); this one was built without")
+    if output == "numpy":
+        raise ValueError(f"{owner}: output='numpy' arrays are in host memory; with "
+                         f"device={text!r} use output='torch' or output='dlpack'")
+    if output == "torch":
+        import torch
+        if not torch.cuda.is_available():
+            raise ValueError(f"{owner}: device={text!r} with output='torch' needs PyTorch with "
+                             "CUDA, and this PyTorch has none; use output='dlpack'")
+        if not number:
+            return torch.cuda.current_device()
+    return int(number) if number else 0
 
 
 def _copy_of(array):
