@@ -57,6 +57,11 @@ add_custom_target(crema_gpu_bundle ALL
   COMMENT "Assembling the GPU test bundle in ${crema_bundle_dir}"
   VERBATIM)
 
+# Not in the bundle, compiled with it: the Python package's nvcc translation unit.
+if(TARGET crema_python_nvjpeg_compile)
+  add_dependencies(crema_gpu_bundle crema_python_nvjpeg_compile)
+endif()
+
 # Copied away from the build tree, the bundle loads nothing from it and run.sh works (on this
 # machine without a GPU it runs what needs none and says so).
 add_test(NAME gpu_bundle.relocatable

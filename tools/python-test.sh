@@ -19,7 +19,9 @@ fi
 
 # crema.Loader(device="cuda:N") without a GPU: the same package built with CUDA on the counting
 # CUDA runtime of crema's tests (CREMA_PYTHON_COUNTING_CUDA), in a virtual environment of its
-# own, runs test_device.py. Needs the CUDA toolkit's headers only; skipped where there are none.
+# own, runs test_device.py; with nvJPEG's header where there is one (the fake nvJPEG of those
+# tests stands for the library). Needs the CUDA toolkit's headers only; skipped where there are
+# none.
 cuda_root=${CUDA_HOME:-/usr/local/cuda}
 if [[ -e $cuda_root/include/cuda_runtime_api.h ]]; then
   counting=build/venv-counting-cuda
@@ -29,6 +31,7 @@ if [[ -e $cuda_root/include/cuda_runtime_api.h ]]; then
   "$counting/bin/python" -m pip install --quiet --disable-pip-version-check \
     --config-settings "build-dir=build/python-counting-cuda/{wheel_tag}" \
     --config-settings cmake.define.CREMA_ENABLE_CUDA=ON \
+    --config-settings cmake.define.CREMA_ENABLE_NVJPEG=AUTO \
     --config-settings cmake.define.CREMA_PYTHON_COUNTING_CUDA=ON \
     --config-settings "cmake.define.CUDAToolkit_ROOT=$cuda_root" .
   (cd python/tests &&

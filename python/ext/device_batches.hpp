@@ -74,7 +74,7 @@ class consumer_streams {
 template <class Lease>
 struct device_lease_batch final : held_batch {
   explicit device_lease_batch(Lease held) : lease(std::move(held)) {
-    device = lease->buffer().device_id();
+    device = lease->device_id();
     size = lease.size();
     padding = lease.padding();
     epoch = lease.epoch();

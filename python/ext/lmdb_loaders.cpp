@@ -1,5 +1,6 @@
 // Loaders over Caffe LMDBs: encoded Datums through crema's ImageNet-style transform, or any
 // Datum through Caffe's own transform.
+#include "image_sources.hpp"
 #include "loader_models.hpp"
 
 #include <crema/io/caffe/blob_proto.hpp>
@@ -7,7 +8,6 @@
 #include <crema/io/caffe/datum.hpp>
 #include <crema/io/image/image_batcher.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
-#include <crema/io/lmdb/lmdb_source.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -15,16 +15,6 @@
 
 namespace crema::python {
 namespace {
-
-// Each start of the producers opens the database again (a source holds its own transaction).
-std::function<lmdb_source()> prepared(const source_spec& spec, std::uint64_t seed) {
-  return [spec, seed] {
-    lmdb_source source(spec.path, {.permute = spec.shuffle, .seed = seed});
-    source.shard(spec.rank, spec.world);
-    source.balance(spec.balance);
-    return source;
-  };
-}
 
 template <class T>
 std::unique_ptr<loader_core> caffe_loader(const source_spec& source, const caffe_spec& spec,
@@ -48,7 +38,7 @@ std::unique_ptr<loader_core> caffe_loader(const source_spec& source, const caffe
     input = datum_shape(record->value, record->key_text(), decoder);
   }
   return loader_of<T>(
-      prepared(source, loader.options.seed),
+      prepared_lmdb(source, loader.options.seed),
       [&](auto make_batch) {
         return caffe_batcher(input, caffe_transform(std::move(options)), make_batch, decoder);
       },
@@ -59,7 +49,7 @@ template <class T>
 std::unique_ptr<loader_core> image_loader(const source_spec& source, const image_spec& spec,
                                           const loader_spec& loader) {
   return loader_of<T>(
-      prepared(source, loader.options.seed),
+      prepared_lmdb(source, loader.options.seed),
       [&](auto make_batch) {
         return image_batcher(image_transform(image_options(spec)), make_batch);
       },

@@ -101,6 +101,7 @@ struct image_spec {
   bool bytes = false;           ///< uint8 samples instead of float32
   bool hwc = false;             ///< NHWC instead of NCHW
   bool reduced_detail = false;  ///< `decode_detail::reduced`
+  bool nvjpeg = false;          ///< decoded on the loader's device by nvJPEG
 };
 
 /// What `crema.CaffeTransform` asks for.
@@ -185,6 +186,12 @@ using python_batch = make_host_batch<T, std::int64_t>;
 [[nodiscard]] std::unique_ptr<loader_core> make_lmdb_caffe_loader(const source_spec& source,
                                                                   const caffe_spec& transform,
                                                                   const loader_spec& loader);
+
+/// Loaders over image files, shards and LMDBs decoded by nvJPEG on the loader's device
+/// (nvjpeg_loaders.cpp, in builds with nvJPEG).
+[[nodiscard]] std::unique_ptr<loader_core> make_nvjpeg_loader(const source_spec& source,
+                                                              const image_spec& transform,
+                                                              const loader_spec& loader);
 
 /// The image transform's options from its description (image_loaders.cpp).
 [[nodiscard]] image_transform_options image_options(const image_spec& spec);

@@ -19,6 +19,19 @@
 
 namespace crema::python {
 
+#if CREMA_PYTHON_CUDA
+/// The loader over the source `make_source` makes and `transform`, whose batches are on a CUDA
+/// device (`device_batch`, `nvjpeg_batch`).
+template <class Source, class Transform>
+[[nodiscard]] std::unique_ptr<loader_core> device_loader_of(std::function<Source()> make_source,
+                                                            Transform transform,
+                                                            const loader_spec& loader,
+                                                            std::vector<std::string> classes = {}) {
+  return std::make_unique<loader_model<Source, Transform, device_lease_batch>>(
+      std::move(make_source), std::move(transform), loader.options, std::move(classes));
+}
+#endif
+
 /// The loader over the source `make_source` makes and the batch transform
 /// `make_transform(make_batch)` makes, where `make_batch` makes the slots' batches of element
 /// type T: `python_batch<T>` on the host, `python_device_batch<T>` on `loader.device`.
@@ -30,9 +43,9 @@ template <class T, class Source, class MakeTransform>
                                                      std::vector<std::string> classes = {}) {
   if (loader.device >= 0) {
 #if CREMA_PYTHON_CUDA
-    auto transform = make_transform(python_device_batch<T>{loader.device});
-    return std::make_unique<loader_model<Source, decltype(transform), device_lease_batch>>(
-        std::move(make_source), std::move(transform), loader.options, std::move(classes));
+    return device_loader_of(std::move(make_source),
+                            make_transform(python_device_batch<T>{loader.device}), loader,
+                            std::move(classes));
 #else
     detail::fail<config_error>(
         "crema.Loader: device cuda:{} asked for, but this crema was built without CUDA (pip "

@@ -415,7 +415,8 @@ NB_MODULE(_crema, module) {
       .def_rw("std", &image_spec::std)
       .def_rw("bytes", &image_spec::bytes)
       .def_rw("hwc", &image_spec::hwc)
-      .def_rw("reduced_detail", &image_spec::reduced_detail);
+      .def_rw("reduced_detail", &image_spec::reduced_detail)
+      .def_rw("nvjpeg", &image_spec::nvjpeg);
   nb::class_<caffe_spec>(module, "CaffeSpec")
       .def(nb::init<>())
       .def_rw("crop", &caffe_spec::crop)
@@ -504,6 +505,16 @@ NB_MODULE(_crema, module) {
       .def_static(
           "images",
           [](const source_spec& source, const image_spec& transform, const loader_spec& loader) {
+            if (transform.nvjpeg) {
+#if CREMA_PYTHON_NVJPEG
+              return make_loader(&make_nvjpeg_loader, source, transform, loader, transform.hwc);
+#else
+              c::detail::fail<c::config_error>(
+                  "crema.ImageTransform(decoder='nvjpeg') asked for, but this crema was built "
+                  "without nvJPEG (pip install . --config-settings "
+                  "cmake.define.CREMA_ENABLE_NVJPEG=ON, with CUDA, where nvJPEG is)");
+#endif
+            }
             if (source.kind == "lmdb") {
 #if CREMA_PYTHON_LMDB
               return make_loader(&make_lmdb_image_loader, source, transform, loader, transform.hwc);

@@ -183,3 +183,40 @@ def test_device_options_are_checked(photos):
         loader_of(photos, device="cuda:first")
     with pytest.raises(TypeError, match="device must be"):
         loader_of(photos, device=0)
+
+
+@pytest.mark.skipif(not crema.build_info()["nvjpeg"], reason="needs nvJPEG (here, the fake one)")
+@pytest.mark.parametrize("crop", [crema.RandomResizedCrop(32), crema.ResizeCenterCrop(40, 32)],
+                         ids=["train", "eval"])
+def test_nvjpeg_batches_are_the_cpu_loaders_samples_decoded_at_full_size(photos, crop):
+    # nvJPEG decodes every window at full size, where the CPU path may decode a large shrink at
+    # a smaller JPEG scale: the samples agree closely, not bit for bit; the labels exactly.
+    stream = _crema._counting_cuda_stream()
+
+    def loader(decoder, device, output):
+        transform = crema.ImageTransform(crop=crop, flip=True, dtype="uint8", decoder=decoder)
+        return crema.Loader(crema.ImageFolder(photos), transform, 4, seed=5, threads=2,
+                            device=device, output=output)
+
+    with loader("nvjpeg", "cuda:0", "dlpack") as on_gpu, loader("cpu", None, "numpy") as host:
+        assert len(on_gpu) == len(host)
+        for (images, labels), (host_images, host_labels) in zip(on_gpu, host):
+            assert images.__dlpack_device__() == (KDL_CUDA, 0)
+            _, samples = read_capsule(images.__dlpack__(stream=stream))
+            _, label_values = read_capsule(labels.__dlpack__(stream=stream))
+            assert samples.shape == host_images.shape and samples.dtype == np.uint8
+            # Each sample is within 8 levels of its CPU counterpart on average, and nearer to
+            # it than to any other sample of the batch (a sample misplaced would not be).
+            gpu = samples.astype(np.int16)
+            cpu = host_images.astype(np.int16)
+            distance = np.abs(gpu[:, None] - cpu[None, :]).mean(axis=(2, 3, 4))
+            assert distance.diagonal().max() < 8.0, distance
+            assert (distance.argmin(axis=1) == np.arange(len(gpu))).all(), distance
+            np.testing.assert_array_equal(label_values, host_labels)
+
+
+@pytest.mark.skipif(not crema.build_info()["nvjpeg"], reason="needs nvJPEG (here, the fake one)")
+def test_nvjpeg_decoding_needs_the_loaders_device(photos):
+    transform = crema.ImageTransform(decoder="nvjpeg")
+    with pytest.raises(ValueError, match="give the loader device='cuda:N'"):
+        crema.Loader(crema.ImageFolder(photos), transform, 4, output="dlpack")

@@ -476,6 +476,14 @@ def test_a_device_in_a_build_without_cuda_says_how_to_build_one(photos):
         assert images.shape[0] == 4
 
 
+@pytest.mark.skipif(crema.build_info()["nvjpeg"], reason="this build has nvJPEG")
+def test_nvjpeg_in_a_build_without_it_says_how_to_build_one():
+    with pytest.raises(ValueError, match="CREMA_ENABLE_NVJPEG=ON"):
+        crema.ImageTransform(decoder="nvjpeg")
+    with pytest.raises(ValueError, match="decoder must be one of"):
+        crema.ImageTransform(decoder="gpu")
+
+
 def test_bad_sources_and_transforms_are_errors_naming_what_is_wrong(photos, tmp_path):
     with pytest.raises(FileNotFoundError, match="root does not exist") as raised:
         crema.ImageFolder(tmp_path / "missing")

@@ -876,6 +876,16 @@ TEST_SUITE("nvjpeg batch decoder on the host") {
     CHECK(got == expected);
   }
 
+  TEST_CASE("an nvjpeg_batcher with int64 labels, as PyTorch takes them, delivers the CPU's") {
+    const image_folder folder("nvjpeg-int64-labels");
+    const crema::image_transform_options options = every_kind().front();
+    const batches expected = cpu_epoch(folder.path(), options);
+    using batcher_type = crema::cuda::basic_nvjpeg_batcher<float, decoder, std::int64_t>;
+    static_assert(std::is_same_v<batcher_type::batch::label_type, std::int64_t>);
+    crema::cuda_stream compute;
+    CHECK(epoch(folder.path(), batcher_type(options), 2, read_device_batch(compute)) == expected);
+  }
+
   TEST_CASE("an nvjpeg_batcher with a hardware share delivers the CPU pipeline's batches") {
     const image_folder folder("nvjpeg-hardware-share");
     const crema::image_transform_options options = every_kind().front();

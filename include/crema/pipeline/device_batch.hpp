@@ -233,6 +233,8 @@ class device_batch {
   [[nodiscard]] record_shape shape() const noexcept { return shape_; }
   /// @return the stream the uploads go to
   [[nodiscard]] stream_type& stream() const noexcept { return *stream_; }
+  /// @return the device the batch is uploaded to
+  [[nodiscard]] int device_id() const { return block_.device_id(); }
   /// @return the block data and labels share (labels at 0, as `label_type`, data at
   ///         `data_offset()`), for engines that manage the copies themselves
   [[nodiscard]] const buffer_type& buffer() const {

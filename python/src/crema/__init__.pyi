@@ -61,7 +61,8 @@ class ImageTransform:
                  std: tuple[float, float, float] = (1.0, 1.0, 1.0),
                  dtype: Literal["float32", "uint8"] = "float32",
                  layout: Literal["NCHW", "NHWC"] = "NCHW",
-                 detail: Literal["exact", "reduced"] = "exact") -> None: ...
+                 detail: Literal["exact", "reduced"] = "exact",
+                 decoder: Literal["cpu", "nvjpeg"] = "cpu") -> None: ...
 
 class CaffeTransform:
     def __init__(self, crop: int = 0, mirror: bool = False, mean_file: _Path | None = None,

@@ -133,6 +133,9 @@ class Loader:
                 raise ImportError(f"{owner}: output='torch' needs PyTorch, which is not "
                                   "installed here; use output='numpy'") from None
         self._device = _check_device(owner, device, self._output)
+        if getattr(transform, "decoder", "cpu") == "nvjpeg" and self._device is None:
+            raise ValueError(f"{owner}: a transform with decoder='nvjpeg' decodes on a GPU; "
+                             "give the loader device='cuda:N'")
 
         spec = source._spec()
         spec.shuffle = self._shuffle

@@ -83,10 +83,14 @@ class ImageTransform:
         detail: "exact" (the default: windows keep the output's resolution) or "reduced": a
             window is decoded one JPEG scale smaller while that keeps 3/4 of the output's rows
             and columns, faster and less sharp (docs/datasets.md states how far from Pillow).
+        decoder: "cpu" (the default: libjpeg-turbo on crema's threads) or "nvjpeg": the JPEGs
+            are decoded by nvJPEG on the loader's ``device`` and resampled there by crema's
+            kernels, the same samples within nvJPEG's rounding (needs crema built with nvJPEG).
     """
 
     def __init__(self, crop=None, flip=False, jitter=None, mean=(0.0, 0.0, 0.0),
-                 std=(1.0, 1.0, 1.0), dtype="float32", layout="NCHW", detail="exact"):
+                 std=(1.0, 1.0, 1.0), dtype="float32", layout="NCHW", detail="exact",
+                 decoder="cpu"):
         owner = "crema.ImageTransform"
         if crop is None:
             crop = RandomResizedCrop(224)
@@ -106,6 +110,12 @@ class ImageTransform:
         self.dtype = check_choice(owner, "dtype", dtype, ("float32", "uint8"))
         self.layout = check_choice(owner, "layout", layout, ("NCHW", "NHWC"))
         self.detail = check_choice(owner, "detail", detail, ("exact", "reduced"))
+        self.decoder = check_choice(owner, "decoder", decoder, ("cpu", "nvjpeg"))
+        if self.decoder == "nvjpeg" and not _crema._build_info["nvjpeg"]:
+            raise ValueError(f"{owner}: decoder='nvjpeg' needs crema built with nvJPEG (pip "
+                             "install . --config-settings cmake.define.CREMA_ENABLE_CUDA=ON "
+                             "--config-settings cmake.define.CREMA_ENABLE_NVJPEG=ON where the "
+                             "CUDA toolkit and nvJPEG are); this one was built without")
         if self.dtype == "uint8" and (self.mean != (0.0, 0.0, 0.0) or
                                       self.std != (1.0, 1.0, 1.0)):
             raise ValueError(f"{owner}: mean and std apply to float32 outputs; uint8 outputs "
@@ -121,12 +131,14 @@ class ImageTransform:
         spec.bytes = self.dtype == "uint8"
         spec.hwc = self.layout == "NHWC"
         spec.reduced_detail = self.detail == "reduced"
+        spec.nvjpeg = self.decoder == "nvjpeg"
         return spec
 
     def __repr__(self):
         return (f"crema.ImageTransform(crop={self.crop!r}, flip={self.flip}, "
                 f"jitter={self.jitter}, mean={self.mean}, std={self.std}, "
-                f"dtype={self.dtype!r}, layout={self.layout!r}, detail={self.detail!r})")
+                f"dtype={self.dtype!r}, layout={self.layout!r}, detail={self.detail!r}, "
+                f"decoder={self.decoder!r})")
 
 
 class CaffeTransform:

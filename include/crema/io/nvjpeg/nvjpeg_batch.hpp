@@ -34,16 +34,18 @@
 
 namespace crema::cuda {
 
-template <class T, class Decoder>
+template <class T, class Decoder, class Label>
 class basic_nvjpeg_batcher;
 
 /// @brief One slot's batch: the encoded images on the host, the samples and labels on the
 /// device. Filled by one producer, then read by the consumer holding its lease.
-template <class T, class Decoder>
+/// @tparam Label the labels' type: `batch_label_t<T>` by default (float for 8-bit samples, so
+///               that labels past 255 stay exact); `std::int64_t` for PyTorch's class indices
+template <class T, class Decoder, class Label = batch_label_t<T>>
 class nvjpeg_batch {
  public:
   using value_type = T;
-  using label_type = batch_label_t<T>;  // float for 8-bit samples: labels past 255 stay exact
+  using label_type = Label;
   using view_type = device_batch_view<T, label_type>;
   using event_type = cuda_event;
 
@@ -186,9 +188,11 @@ class nvjpeg_batch {
   [[nodiscard]] record_shape shape() const noexcept { return shape_; }
   /// @return the stream the batch is decoded on
   [[nodiscard]] cuda_stream& stream() const noexcept { return *stream_; }
+  /// @return the device the batch is on
+  [[nodiscard]] int device_id() const noexcept { return device_id_; }
 
  private:
-  template <class, class>
+  template <class, class, class>
   friend class basic_nvjpeg_batcher;  // stages the records
 
   // Record i's encoded bytes, sample generator, key and label (the producer's side; records

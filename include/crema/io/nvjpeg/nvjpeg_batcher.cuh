@@ -10,8 +10,9 @@
 
 namespace crema::cuda {
 
-/// @brief The GPU's batch transform: batches of T (float, normalised; or std::uint8_t).
-template <class T>
-using nvjpeg_batcher = basic_nvjpeg_batcher<T, nvjpeg_batch_decoder>;
+/// @brief The GPU's batch transform: batches of T (float, normalised; or std::uint8_t), labels
+/// of `Label`.
+template <class T, class Label = batch_label_t<T>>
+using nvjpeg_batcher = basic_nvjpeg_batcher<T, nvjpeg_batch_decoder, Label>;
 
 }  // namespace crema::cuda

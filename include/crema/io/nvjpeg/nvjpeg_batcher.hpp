@@ -62,16 +62,17 @@ struct nvjpeg_batcher_options {
 /// @brief A batch transform (`batch_transform`) over image files (`image_folder_source`,
 /// `image_list_source`) or encoded Datums, whose batches are decoded on the GPU by the producer
 /// that filled them. Samples are `image_transform`'s, windows decoded at full size
-/// (`basic_nvjpeg_batch_decoder`); labels are T.
+/// (`basic_nvjpeg_batch_decoder`); labels are `Label`.
 /// @tparam T float (normalised) or std::uint8_t
 /// @tparam Decoder `basic_nvjpeg_batch_decoder<kernel_resampler>` on a GPU
-template <class T, class Decoder>
+/// @tparam Label `batch_label_t<T>` by default; `std::int64_t` for PyTorch's class indices
+template <class T, class Decoder, class Label = batch_label_t<T>>
 class basic_nvjpeg_batcher {
  public:
   /// The decoders its copies share (nvjpeg_decoder_pool.hpp).
   using decoder_pool = nvjpeg_decoder_pool<Decoder>;
   /// One slot's batch (nvjpeg_batch.hpp).
-  using batch = nvjpeg_batch<T, Decoder>;
+  using batch = nvjpeg_batch<T, Decoder, Label>;
   using batch_type = batch;
 
   explicit basic_nvjpeg_batcher(image_transform_options transform,

@@ -1,0 +1,74 @@
+#pragma once
+
+// The sources of encoded images a loader reads, made as a source_spec asks: image folders, list
+// files, WebDataset and TFRecord shards, and (where built) Caffe LMDBs of encoded Datums. Shared
+// by the loaders that decode on the CPU and those that decode with nvJPEG.
+
+#include "loader_core.hpp"
+
+#include <crema/io/image/image_folder_source.hpp>
+#include <crema/io/image/image_list_source.hpp>
+#include <crema/io/shards/tfrecord_source.hpp>
+#include <crema/io/shards/webdataset_source.hpp>
+#if CREMA_PYTHON_LMDB
+#include <crema/io/lmdb/lmdb_source.hpp>
+#endif
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crema::python {
+
+/// A source as the spec asks: sharded, balanced and shuffled, at its first pass. The prototype
+/// is scanned once; every start of the loader's producers copies it (the copies share its table).
+template <class Source>
+[[nodiscard]] std::function<Source()> prepared(Source prototype, const source_spec& spec) {
+  prototype.shard(spec.rank, spec.world);
+  prototype.balance(spec.balance);
+  return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
+}
+
+/// @return `build(make_source, classes)` for the image files or shards `spec` names: a folder
+///         (whose class names are `classes`), a list file, WebDataset or TFRecord shards
+template <class Build>
+[[nodiscard]] auto with_file_source(const source_spec& spec, std::uint64_t seed, Build&& build) {
+  if (spec.kind == "webdataset") {
+    webdataset_source shards(spec.shards);
+    if (spec.shuffle) shards.shuffle(seed);
+    return build(prepared(std::move(shards), spec), std::vector<std::string>{});
+  }
+  if (spec.kind == "tfrecord") {
+    tfrecord_source records(spec.shards, {spec.image_feature, spec.label_feature});
+    if (spec.shuffle) records.shuffle(seed);
+    return build(prepared(std::move(records), spec), std::vector<std::string>{});
+  }
+  if (spec.kind == "folder") {
+    image_folder_source files(spec.path, image_folder_options{spec.extensions});
+    if (spec.shuffle) files.shuffle(seed);
+    std::vector<std::string> classes = files.classes();
+    return build(prepared(std::move(files), spec), std::move(classes));
+  }
+  image_list_source files(spec.path, spec.root);
+  if (spec.shuffle) files.shuffle(seed);
+  return build(prepared(std::move(files), spec), std::vector<std::string>{});
+}
+
+#if CREMA_PYTHON_LMDB
+/// The LMDB `spec` names, opened again at each start of the producers (a source holds its own
+/// transaction).
+[[nodiscard]] inline std::function<lmdb_source()> prepared_lmdb(const source_spec& spec,
+                                                                std::uint64_t seed) {
+  return [spec, seed] {
+    lmdb_source source(spec.path, {.permute = spec.shuffle, .seed = seed});
+    source.shard(spec.rank, spec.world);
+    source.balance(spec.balance);
+    return source;
+  };
+}
+#endif
+
+}  // namespace crema::python
