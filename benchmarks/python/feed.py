@@ -6,10 +6,14 @@ second over --epochs epochs after a first one (which starts the workers and warm
 cache), the loop thread's CPU time per batch, and, for crema, what a loop pays for a batch that
 is ready (the loop thread's CPU time from one batch in hand to the next: Python and handoff).
 
-    feed.py crema|torchvision ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32] [--ready]
+    feed.py crema|torchvision|dali ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32]
+            [--ready]
 
 "crema" is the package's Loader with N threads; "torchvision" is ImageFolder + DataLoader with
-N workers (0: the loop's own thread), one torch thread each, as its users run it.
+N workers (0: the loop's own thread), one torch thread each, as its users run it; "dali" is
+DALI's CPU pipeline with N threads (readers.file, decoders.image_random_crop or decoders.image +
+resize, crop_mirror_normalize), its outputs copied into torch tensors as its PyTorch iterator
+copies them.
 """
 
 import argparse
@@ -45,9 +49,53 @@ def torchvision_loader(root, case, workers, batch):
                                        persistent_workers=workers > 0)
 
 
+def dali_loader(root, case, threads, batch):
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def
+    def pipeline():
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="reader")
+        if case == "rrc":
+            images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                                   random_area=[0.08, 1.0],
+                                                   random_aspect_ratio=[3 / 4, 4 / 3])
+            images = fn.resize(images, resize_x=224, resize_y=224)
+            mirror = fn.random.coin_flip()
+        else:
+            images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=256)
+            mirror = 0
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                          crop=(224, 224), mean=[255 * m for m in MEAN],
+                                          std=[255 * s for s in STD], mirror=mirror)
+        return images, labels
+
+    built = pipeline(batch_size=batch, num_threads=threads, device_id=None, seed=1)
+    built.build()
+    return _DaliEpochs(built, batch)
+
+
+class _DaliEpochs:
+    """DALI's pipeline as an iterable of epochs of torch tensors, as its PyTorch iterator hands
+    them (copied out of DALI's buffers), whose own code needs a newer PyTorch than Debian's:
+    an epoch is the reader's samples in whole batches."""
+
+    def __init__(self, pipeline, batch):
+        self.pipeline = pipeline
+        self.runs = pipeline.epoch_size("reader") // batch
+
+    def __iter__(self):
+        import numpy
+        import torch
+        for _ in range(self.runs):
+            images, labels = self.pipeline.run()
+            yield (torch.from_numpy(numpy.array(images.as_tensor())),
+                   torch.from_numpy(numpy.array(labels.as_tensor())).reshape(-1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("loader", choices=("crema", "torchvision"))
+    parser.add_argument("loader", choices=("crema", "torchvision", "dali"))
     parser.add_argument("root")
     parser.add_argument("--case", choices=("rrc", "eval"), required=True)
     parser.add_argument("--threads", type=int, required=True)
@@ -62,7 +110,8 @@ def main():
         print(json.dumps({"loader": "crema", "case": args.case, "python_us_per_batch": warm,
                           "python_us_first_after_idle": cold}), flush=True)
         return
-    make = crema_loader if args.loader == "crema" else torchvision_loader
+    make = {"crema": crema_loader, "torchvision": torchvision_loader,
+            "dali": dali_loader}[args.loader]
     loader = make(args.root, args.case, args.threads, args.batch)
     samples = batches = 0
     seconds = cpu = 0.0

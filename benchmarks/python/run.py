@@ -6,10 +6,12 @@ batches of 32, on 1 and 2 threads (torchvision: 0, 1 and 2 workers), each in a p
 own, in interleaved rounds; prints each median with its ratios, the Python-side time per batch,
 and the peak memory (PSS of the process and its workers, from a round of its own after the timed
 ones, since sampling it costs CPU), with the machine; writes the JSON.
-FFCV and DALI are measured where they are installed (neither is on this project's registries).
+DALI's CPU pipeline (1 and 2 threads) is measured where --peers-python imports it (a virtual
+environment of its own: pip install nvidia-dali-cuda120 runs on the CPU without a GPU); FFCV
+where that interpreter imports it.
 
     run.py [--folder DIR] [--images 1000] [--rounds 3] [--python VENV_PYTHON] [--feed CREMA_FEED]
-           [--out benchmarks-python.json]
+           [--peers-python PYTHON] [--out benchmarks-python.json]
 """
 
 import argparse
@@ -110,12 +112,24 @@ def print_summary(results, memory, rounds):
                   f"{median(case, 'torchvision', workers):7.0f} samples/s, peak PSS "
                   f"{median(case, 'torchvision', workers, 'peak_pss_mib'):5.0f} MiB, RSS "
                   f"{median(case, 'torchvision', workers, 'peak_rss_mib'):5.0f} MiB")
+        with_dali = (case, "dali", 2) in results
+        if with_dali:
+            for threads in (1, 2):
+                print(f"  DALI's CPU pipeline, {threads} thread(s): "
+                      f"{median(case, 'dali', threads):7.0f} samples/s, peak PSS "
+                      f"{median(case, 'dali', threads, 'peak_pss_mib'):5.0f} MiB, RSS "
+                      f"{median(case, 'dali', threads, 'peak_rss_mib'):5.0f} MiB")
         for threads in (1, 2):
             python = median(case, "crema", threads)
             native = median(case, "crema-feed", threads)
+            against_dali = ""
+            if with_dali:
+                dali = max(median(case, "dali", t) for t in (1, 2))
+                against_dali = f", {python / dali:.1f} x DALI's best"
             print(f"  crema.Loader, {threads} thread(s): {python:7.0f} samples/s = "
                   f"{python / native:.2f} x crema-feed ({native:.0f}), "
-                  f"{python / best:.1f} x torchvision's best ({best_workers} workers); "
+                  f"{python / best:.1f} x torchvision's best ({best_workers} workers)"
+                  f"{against_dali}; "
                   f"peak PSS {median(case, 'crema', threads, 'peak_pss_mib'):.0f} MiB, "
                   f"RSS {median(case, 'crema', threads, 'peak_rss_mib'):.0f} MiB")
         print(f"  a ready batch costs the loop "
@@ -153,6 +167,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--python", default=str(REPO / "build" / "venv" / "bin" / "python"))
     parser.add_argument("--feed", default=None)
+    parser.add_argument("--peers-python",
+                        default=str(REPO / "build" / "venv-peers" / "bin" / "python"),
+                        help="the interpreter that imports DALI (and FFCV)")
     parser.add_argument("--out", default="benchmarks-python.json")
     parser.add_argument("--report", type=pathlib.Path,
                         help="print the summary of an earlier run's JSON, measuring nothing")
@@ -176,10 +193,16 @@ def main():
                         str(args.images)], check=True)
     feed = str(HERE / "feed.py")
     peers = []
+    with_dali = False
     for name, module in (("FFCV", "ffcv"), ("DALI", "nvidia.dali")):
-        found = subprocess.run([args.python, "-c", f"import {module}"], capture_output=True)
+        found = subprocess.run([args.peers_python, "-c", f"import {module}"],
+                               capture_output=True)
         if found.returncode != 0:
-            peers.append(f"{name} is not installed here: not measured")
+            peers.append(f"{name} is not installed for {args.peers_python}: not measured")
+        elif name == "DALI":
+            with_dali = True
+        else:
+            peers.append(f"{name} is installed, but run.py has no FFCV runner: not measured")
     print(f"machine: {machine()}")
     for line in peers:
         print(line)
@@ -205,6 +228,10 @@ def main():
             configurations.append((case, "torchvision", workers,
                                    ["/usr/bin/python3", feed, "torchvision", str(folder),
                                     "--case", case, "--threads", str(workers)]))
+        for threads in (1, 2) if with_dali else ():
+            configurations.append((case, "dali", threads,
+                                   [args.peers_python, feed, "dali", str(folder), "--case",
+                                    case, "--threads", str(threads)]))
     results = {}
     memory = {}
     with open(args.out, "w") as out:
