@@ -7,6 +7,7 @@
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
 #include <crema/io/shards/shard_file.hpp>
+#include <crema/io/shards/shard_index.hpp>
 #include <crema/io/shards/shard_list.hpp>
 #include <crema/io/shards/tar.hpp>
 #include <crema/io/shards/tfrecord.hpp>
@@ -17,9 +18,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -51,6 +54,10 @@ constexpr std::string_view usage = R"(usage:
   crema-shards verify PATTERN
       Reads every header and every member (every record, its CRCs checked and its Example
       decoded) of every shard; exits 1 naming the shard and the byte offset of the first fault.
+  crema-shards index PATTERN [--out DIR]
+      Writes each shard's index file, SHARD.idx beside it (or in DIR), in DALI's formats (those
+      of its wds2idx and tfrecord2idx, which its readers take): a source given them opens
+      without reading the shards' headers.
 )";
 
 // The shards a command line names: a pattern, or @FILE for a list of them.
@@ -267,13 +274,50 @@ int verify_shards(const std::string& pattern) {
   return 0;
 }
 
+int index_shards(const crema::tools::arguments& args, const std::string& pattern) {
+  const auto shards = shards_named(pattern);
+  const std::optional<std::string> folder = args.option("out");
+  std::size_t samples = 0;
+  for (const std::string& path : shards) {
+    const crema::shard_file file(path);
+    std::string text;
+    if (is_tfrecord(path)) {
+      const auto records = crema::index_tfrecord(file);
+      samples += records.size();
+      text = crema::tfrecord_index_text(records);
+    } else {
+      const auto entries = crema::index_webdataset(file);
+      samples += entries.size();
+      text = crema::webdataset_index_text(entries);
+    }
+    const fs::path index = folder
+                               ? fs::path(*folder) / (fs::path(path).filename().string() + ".idx")
+                               : fs::path(path + ".idx");
+    // Written aside, then renamed: a reader never sees half an index.
+    const fs::path partial = index.string() + ".partial";
+    {
+      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+      out << text;
+      out.close();
+      if (!out) {
+        throw crema::io_error(errno,
+                              fmt::format("crema-shards: cannot write {}", partial.string()));
+      }
+    }
+    fs::rename(partial, index);
+  }
+  fmt::print("indexed {} shards: {} samples\n", shards.size(), samples);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return crema::tools::run_tool("crema-shards", usage, argc, argv, [&] {
     const crema::tools::arguments args(
-        argc, argv, 1, {"json"}, {"list", "format", "prefix", "shard-samples", "shard-bytes"});
-    const std::string& command = args.positional(0, "a command (write, stat, verify)");
+        argc, argv, 1, {"json"},
+        {"list", "format", "prefix", "shard-samples", "shard-bytes", "out"});
+    const std::string& command = args.positional(0, "a command (write, stat, verify, index)");
     if (command == "write") {
       args.allow_positionals(3);
       const fs::path root = args.positional(1, "ROOT");
@@ -292,6 +336,10 @@ int main(int argc, char** argv) {
     if (command == "verify") {
       args.allow_positionals(2);
       return verify_shards(args.positional(1, "PATTERN"));
+    }
+    if (command == "index") {
+      args.allow_positionals(2);
+      return index_shards(args, args.positional(1, "PATTERN"));
     }
     throw usage_error(fmt::format("unknown command '{}'", command));
   });

@@ -37,12 +37,17 @@ template <class Source>
 template <class Build>
 [[nodiscard]] auto with_file_source(const source_spec& spec, std::uint64_t seed, Build&& build) {
   if (spec.kind == "webdataset") {
-    webdataset_source shards(spec.shards);
+    webdataset_source shards = spec.indexes.empty()
+                                   ? webdataset_source(spec.shards)
+                                   : webdataset_source(spec.shards, shard_indexes{spec.indexes});
     if (spec.shuffle) shards.shuffle(seed);
     return build(prepared(std::move(shards), spec), std::vector<std::string>{});
   }
   if (spec.kind == "tfrecord") {
-    tfrecord_source records(spec.shards, {spec.image_feature, spec.label_feature});
+    const tf_image_features features{spec.image_feature, spec.label_feature};
+    tfrecord_source records =
+        spec.indexes.empty() ? tfrecord_source(spec.shards, features)
+                             : tfrecord_source(spec.shards, shard_indexes{spec.indexes}, features);
     if (spec.shuffle) records.shuffle(seed);
     return build(prepared(std::move(records), spec), std::vector<std::string>{});
   }

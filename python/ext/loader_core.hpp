@@ -75,8 +75,9 @@ struct source_spec {
   std::string path;  ///< the folder, the list file or the database
   std::string root;  ///< a list's folder
   std::vector<std::string> extensions;
-  std::vector<std::string> shards;  ///< a shard source's files
-  std::string image_feature;        ///< a TFRecord's image and class features
+  std::vector<std::string> shards;   ///< a shard source's files
+  std::vector<std::string> indexes;  ///< their index files (DALI's formats), or none
+  std::string image_feature;         ///< a TFRecord's image and class features
   std::string label_feature;
   bool shuffle = true;
   std::size_t rank = 0;

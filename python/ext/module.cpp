@@ -393,6 +393,7 @@ NB_MODULE(_crema, module) {
       .def_rw("root", &source_spec::root)
       .def_rw("extensions", &source_spec::extensions)
       .def_rw("shards", &source_spec::shards)
+      .def_rw("indexes", &source_spec::indexes)
       .def_rw("image_feature", &source_spec::image_feature)
       .def_rw("label_feature", &source_spec::label_feature)
       .def_rw("shuffle", &source_spec::shuffle)

@@ -2,6 +2,7 @@
 as the image folder they were written from, and bad arguments named."""
 
 import io
+import pathlib
 import struct
 import tarfile
 
@@ -125,3 +126,54 @@ def test_bad_shard_arguments_are_named(photos, tmp_path):
     text.write_bytes(b"T" * 1024)
     with pytest.raises(crema.FormatError, match="holds no tar header"):
         epoch(crema.WebDataset([str(text)]))
+
+
+def write_dali_indexes(paths):
+    """Each shard's index as DALI's tools write it (wds2idx version 1.2: per sample, each
+    member's extension, data offset, size and name; tfrecord2idx: each record's offset and
+    framed size), beside it as SHARD.idx, from Python's own reading of the shard."""
+    for path in paths:
+        lines = []
+        if str(path).endswith(".tar"):
+            samples = []
+            with tarfile.open(path) as shard:
+                for member in shard.getmembers():
+                    key, _, extension = member.name.partition(".")
+                    field = f"{extension} {member.offset_data} {member.size} {member.name}"
+                    if samples and samples[-1][0] == key:
+                        samples[-1][1].append(field)
+                    else:
+                        samples.append((key, [field]))
+            lines = [f"v1.2 {len(samples)}"] + [" ".join(fields) for _, fields in samples]
+        else:
+            data = path.read_bytes()
+            at = 0
+            while at < len(data):
+                length = struct.unpack_from("<Q", data, at)[0]
+                lines.append(f"{at} {length + 16}")
+                at += length + 16
+        pathlib.Path(f"{path}.idx").write_text("\n".join(lines) + "\n")
+
+
+def test_shards_opened_from_dali_index_files_give_the_same_batches(photos, tmp_path):
+    tars = write_webdataset(photos, tmp_path)
+    records = write_tfrecords(photos, tmp_path)
+    write_dali_indexes(tars + records)
+    assert same(epoch(crema.WebDataset(str(tmp_path / "shard-*.tar"), index="auto")),
+                epoch(crema.ImageFolder(photos)))
+    listed = crema.TFRecord(str(tmp_path / "shard-*.tfrecord"), image="jpeg", label="class",
+                            index=[f"{path}.idx" for path in records])
+    assert same(epoch(listed, shuffle=False), epoch(crema.ImageFolder(photos), shuffle=False))
+
+
+def test_bad_index_arguments_and_files_are_named(photos, tmp_path):
+    tars = write_webdataset(photos, tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"index .*shard-000000.tar.idx does not exist"):
+        crema.WebDataset(str(tmp_path / "shard-*.tar"), index="auto")
+    write_dali_indexes(tars)
+    with pytest.raises(ValueError, match="index names 1 files for 3 shards"):
+        crema.WebDataset(str(tmp_path / "shard-*.tar"), index=[f"{tars[0]}.idx"])
+    pathlib.Path(f"{tars[1]}.idx").write_text("v1.1 8\n")
+    with pytest.raises(crema.FormatError, match=r"shard-000001.tar.idx .*line 1: its first line "
+                                                r"is 'v1.1'"):
+        epoch(crema.WebDataset(str(tmp_path / "shard-*.tar"), index="auto"))

@@ -33,14 +33,18 @@ class CaffeLMDB:
 
 class WebDataset:
     shards: list[str]
-    def __init__(self, shards: _Path | Sequence[_Path]) -> None: ...
+    index: list[str]
+    def __init__(self, shards: _Path | Sequence[_Path],
+                 index: Literal["auto"] | _Path | Sequence[_Path] | None = None) -> None: ...
 
 class TFRecord:
     shards: list[str]
+    index: list[str]
     image: str
     label: str
     def __init__(self, shards: _Path | Sequence[_Path], image: str = "image/encoded",
-                 label: str = "image/class/label") -> None: ...
+                 label: str = "image/class/label",
+                 index: Literal["auto"] | _Path | Sequence[_Path] | None = None) -> None: ...
 
 class RandomResizedCrop:
     size: tuple[int, int]

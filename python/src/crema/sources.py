@@ -110,22 +110,46 @@ def _shard_paths(owner, shards):
     return list(paths)
 
 
+def _index_paths(owner, index, shards):
+    """The index files ``index`` names, one a shard: None, "auto" (each shard's path with
+    ``.idx`` after it) or what ``_shard_paths`` takes."""
+    if index is None:
+        return []
+    if index == "auto":
+        paths = [path + ".idx" for path in shards]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{owner}: index {path} does not exist (index='auto' "
+                                        "takes SHARD.idx; crema-shards index writes them)")
+        return paths
+    paths = _shard_paths(owner, index)
+    if len(paths) != len(shards):
+        raise ValueError(f"{owner}: index names {len(paths)} files for {len(shards)} shards; "
+                         "give one a shard, in their order")
+    return paths
+
+
 class WebDataset:
     """WebDataset tar shards: each sample's image (its ``jpg``, ``jpeg``, ``png`` or ``webp``
     member) and class (its ``cls`` member). Indexed when the loader starts (every shard's
-    headers), then read sample by sample by crema's threads.
+    headers, or the shards' index files), then read sample by sample by crema's threads.
 
     Args:
         shards: a brace pattern or glob (``"train-{000000..000127}.tar"``), or a list of paths.
+        index: the shards' index files in DALI's format (``wds2idx``'s, ``crema-shards
+            index``'s), one a shard, as a pattern or a list; or "auto" for SHARD.idx beside
+            each: the loader then opens without reading the shards' headers.
     """
 
-    def __init__(self, shards):
+    def __init__(self, shards, index=None):
         self.shards = _shard_paths("crema.WebDataset", shards)
+        self.index = _index_paths("crema.WebDataset", index, self.shards)
 
     def _spec(self):
         spec = _crema.SourceSpec()
         spec.kind = "webdataset"
         spec.shards = self.shards
+        spec.indexes = self.index
         return spec
 
     def __repr__(self):
@@ -141,10 +165,14 @@ class TFRecord:
         shards: a brace pattern or glob (``"train-{00000..01023}.tfrecord"``), or a list of paths.
         image: the feature holding the encoded image.
         label: the int64 feature holding the class.
+        index: the files' index files in DALI's format (``tfrecord2idx``'s, ``crema-shards
+            index``'s), as ``crema.WebDataset`` takes them; each record's header is then
+            checked when the record is read.
     """
 
-    def __init__(self, shards, image="image/encoded", label="image/class/label"):
+    def __init__(self, shards, image="image/encoded", label="image/class/label", index=None):
         self.shards = _shard_paths("crema.TFRecord", shards)
+        self.index = _index_paths("crema.TFRecord", index, self.shards)
         for name, value in (("image", image), ("label", label)):
             if not isinstance(value, str) or not value:
                 raise TypeError(f"crema.TFRecord: {name} must be a feature name")
@@ -155,6 +183,7 @@ class TFRecord:
         spec = _crema.SourceSpec()
         spec.kind = "tfrecord"
         spec.shards = self.shards
+        spec.indexes = self.index
         spec.image_feature = self.image
         spec.label_feature = self.label
         return spec

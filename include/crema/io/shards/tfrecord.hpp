@@ -30,6 +30,9 @@ namespace crema {
 struct tfrecord_location {
   std::uint64_t offset = 0;  ///< of its data's first byte (its header starts 12 bytes before)
   std::uint64_t size = 0;
+  /// Whether its header (the length and its CRC) was read and found to agree: so where a
+  /// scanner found the record; not where an index file placed it, and reading it checks then.
+  bool header_checked = true;
 };
 
 namespace detail {
@@ -94,6 +97,21 @@ class tfrecord_scanner {
 template <class Shard>
 void read_tfrecord(const Shard& shard, const tfrecord_location& record,
                    std::vector<std::byte>& into) {
+  if (!record.header_checked) {
+    // Placed by an index: the header is read with the data, and must frame it.
+    std::array<std::byte, detail::tfrecord_header> header{};
+    shard.read_at(record.offset - detail::tfrecord_header, header);
+    const std::uint64_t length = detail::load_le64(header.data());
+    if (detail::masked_crc32c(std::span(header).first(8)) != detail::load_le32(header.data() + 8) ||
+        length != record.size) {
+      detail::fail<format_error>(
+          "tfrecord shard {}: no record of {} bytes at byte {}, where its index places one (the "
+          "header there {})",
+          shard.path(), record.size, record.offset - detail::tfrecord_header,
+          length != record.size ? detail::format("says {} bytes", length)
+                                : std::string("fails its CRC"));
+    }
+  }
   into.resize(static_cast<std::size_t>(record.size) + detail::tfrecord_footer);
   shard.read_at(record.offset, into);
   const std::uint32_t stored = detail::load_le32(into.data() + record.size);

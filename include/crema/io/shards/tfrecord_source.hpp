@@ -4,6 +4,7 @@
 #include <crema/io/encoded_sample.hpp>
 #include <crema/io/shards/detail/indexed_shards.hpp>
 #include <crema/io/shards/shard_file.hpp>
+#include <crema/io/shards/shard_index.hpp>
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/pipeline/detail/cursor_source.hpp>
 #include <crema/pipeline/source.hpp>
@@ -125,8 +126,24 @@ class tfrecord_source
   ///         crema::io_error naming one that does not open; crema::format_error naming the
   ///         shard and byte offset of a damaged header
   explicit tfrecord_source(std::vector<std::string> shards, tf_image_features features = {})
-      : shard_source(std::move(shards),
-                     [](const shard_file& file) { return index_tfrecord(file); }),
+      : shard_source(std::move(shards), [](const shard_file& file,
+                                           std::size_t /*shard*/) { return index_tfrecord(file); }),
+        features_(std::make_shared<const tf_image_features>(std::move(features))) {}
+
+  /// @brief The source over `shards` as their index files say (DALI's, `tfrecord2idx`'s or
+  /// `crema-shards index`'s; shard_index.hpp): opened without reading the records' headers,
+  /// each of which is checked when its record is read.
+  /// @param indexes their index files, one a file, in the same order
+  /// @throws crema::config_error if the counts differ, or as the other constructor;
+  ///         crema::io_error naming an index file that does not read; crema::format_error naming
+  ///         the index, its line and the shard for an index that does not fit its shard
+  tfrecord_source(std::vector<std::string> shards, shard_indexes indexes,
+                  tf_image_features features = {})
+      : shard_source(with_index_files(shards, indexes.paths),
+                     [paths = indexes.paths](const shard_file& file, std::size_t shard) {
+                       return read_tfrecord_index(detail::read_index_file(paths[shard]),
+                                                  paths[shard], file);
+                     }),
         features_(std::make_shared<const tf_image_features>(std::move(features))) {}
 
   /// @return record `index` of the whole data (file order, then record order), not read yet

@@ -4,6 +4,7 @@
 #include <crema/io/encoded_sample.hpp>
 #include <crema/io/shards/detail/indexed_shards.hpp>
 #include <crema/io/shards/shard_file.hpp>
+#include <crema/io/shards/shard_index.hpp>
 #include <crema/io/shards/webdataset.hpp>
 #include <crema/pipeline/detail/cursor_source.hpp>
 #include <crema/pipeline/source.hpp>
@@ -127,8 +128,23 @@ class webdataset_source
   ///         crema::io_error naming a shard that does not open; crema::format_error naming the
   ///         shard and byte offset where one is not a tar archive
   explicit webdataset_source(std::vector<std::string> shards)
-      : shard_source(std::move(shards),
-                     [](const shard_file& file) { return index_webdataset(file); }) {}
+      : shard_source(std::move(shards), [](const shard_file& file, std::size_t /*shard*/) {
+          return index_webdataset(file);
+        }) {}
+
+  /// @brief The source over `shards` as their index files say (DALI's, `wds2idx`'s or
+  /// `crema-shards index`'s; shard_index.hpp): opened without reading the shards' headers.
+  /// @param shards  the shards' paths, in order
+  /// @param indexes their index files, one a shard, in the same order
+  /// @throws crema::config_error if the counts differ, or as the other constructor;
+  ///         crema::io_error naming an index file that does not read; crema::format_error naming
+  ///         the index, its line and the shard for an index that does not fit its shard
+  webdataset_source(std::vector<std::string> shards, shard_indexes indexes)
+      : shard_source(with_index_files(shards, indexes.paths),
+                     [paths = indexes.paths](const shard_file& file, std::size_t shard) {
+                       return read_webdataset_index(detail::read_index_file(paths[shard]),
+                                                    paths[shard], file);
+                     }) {}
 
   /// @return sample `index` of the whole data (shard order, then sample order), not read yet
   /// @throws std::out_of_range past the last

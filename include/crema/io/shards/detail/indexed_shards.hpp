@@ -20,6 +20,7 @@ namespace crema::detail {
 // shard's entries (what `Index(shard_file)` finds in it), numbered across the shards in order.
 // Copies share the index and the open files (neither changes once made, and the files are
 // thread-safe), so a source is copied cheaply, and records stay valid while any copy lives.
+// `Index(shard_file, s)` gives shard s's entries.
 template <class Entry>
 class indexed_shards {
  public:
@@ -31,7 +32,7 @@ class indexed_shards {
     made->first.push_back(0);
     made->entries.resize(made->shards.size());
     for (std::size_t s = 0; s < made->shards.size(); ++s) {
-      made->entries[s] = index(*made->shards.open(s));
+      made->entries[s] = index(*made->shards.open(s), s);
       if (made->entries[s].empty()) {
         fail<config_error>("{}: shard {} holds no sample", source, made->shards.path(s));
       }
@@ -122,6 +123,16 @@ class shard_source : public cursor_source<Derived> {
       : cursor_source<Derived>(0),
         index_(std::move(paths), Derived::source_name, std::forward<Index>(index)) {
     this->cursor_ = shard_cursor(index_.samples());
+  }
+
+  // `shards` (moved from), once found to have an index file each in `indexes`.
+  static std::vector<std::string> with_index_files(std::vector<std::string>& shards,
+                                                   const std::vector<std::string>& indexes) {
+    if (indexes.size() != shards.size()) {
+      fail<config_error>("{}: {} index files for {} shards; give one a shard, in their order",
+                         Derived::source_name, indexes.size(), shards.size());
+    }
+    return std::move(shards);
   }
 
   indexed_shards<Entry> index_;
