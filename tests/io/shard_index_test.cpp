@@ -177,7 +177,7 @@ TEST_SUITE("shard index") {
           }) == "webdataset_source: 0 index files for 1 shards; give one a shard, in their order");
   }
 
-  TEST_CASE("a TFRecord index is tfrecord2idx's text; a record misplaced by one fails when read") {
+  TEST_CASE("a TFRecord index is tfrecord2idx's text, and a record misplaced by one fails read") {
     scratch_directory scratch("tfrecord-index");
     const fs::path shard = scratch.path() / "a.tfrecord";
     std::vector<std::size_t> sizes;
