@@ -177,3 +177,20 @@ def test_bad_index_arguments_and_files_are_named(photos, tmp_path):
     with pytest.raises(crema.FormatError, match=r"shard-000001.tar.idx .*line 1: its first line "
                                                 r"is 'v1.1'"):
         epoch(crema.WebDataset(str(tmp_path / "shard-*.tar"), index="auto"))
+
+
+def test_shards_the_webdataset_library_writes_read_as_it_reads_them(photos, tmp_path):
+    wds = pytest.importorskip("webdataset")
+    files = folder_files(photos)
+    with wds.ShardWriter(str(tmp_path / "wds-%06d.tar"), maxcount=8, verbose=0) as sink:
+        for relative, label in files:
+            sink.write({"__key__": str(relative.with_suffix("")),
+                        "jpg": (photos / relative).read_bytes(), "cls": label})
+    pattern = str(tmp_path / "wds-*.tar")
+    # The library's own reading: keys and classes in the shards' order.
+    shards = sorted(str(path) for path in tmp_path.glob("wds-*.tar"))
+    theirs = [(sample["__key__"], int(sample["cls"]))
+              for sample in wds.WebDataset(shards, shardshuffle=False)]
+    assert theirs == [(str(relative.with_suffix("")), label) for relative, label in files]
+    # crema's: the same samples, so the folder's batches bit for bit.
+    assert same(epoch(crema.WebDataset(pattern)), epoch(crema.ImageFolder(photos)))
