@@ -9,6 +9,10 @@ is ready (the loop thread's CPU time from one batch in hand to the next: Python 
     feed.py crema|torchvision|dali ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32]
             [--ready]
 
+ROOT is a folder, or a pattern of WebDataset tar shards (`.../shard-*.tar`, with DALI's index
+files beside them): then "crema" reads crema.WebDataset, "torchvision" the webdataset library's
+pipeline with torchvision's transforms, "dali" DALI's readers.webdataset.
+
 "crema" is the package's Loader with N threads; "torchvision" is ImageFolder + DataLoader with
 N workers (0: the loop's own thread), one torch thread each, as its users run it; "dali" is
 DALI's CPU pipeline with N threads (readers.file, decoders.image_random_crop or decoders.image +
@@ -25,26 +29,46 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
 
+def is_shards(root):
+    """Whether ROOT names WebDataset shards (a pattern of .tar files) rather than a folder."""
+    return root.endswith(".tar")
+
+
 def crema_loader(root, case, threads, batch):
     import crema
     crop = (crema.RandomResizedCrop(224) if case == "rrc"
             else crema.ResizeCenterCrop(256, 224))
-    return crema.Loader(crema.ImageFolder(root),
+    source = crema.WebDataset(root) if is_shards(root) else crema.ImageFolder(root)
+    return crema.Loader(source,
                         crema.ImageTransform(crop=crop, flip=case == "rrc", mean=MEAN, std=STD),
                         batch, threads=threads, seed=1)
 
 
-def torchvision_loader(root, case, workers, batch):
-    import torch
-    from torchvision import datasets, transforms
-    torch.set_num_threads(1)
-    normalize = transforms.Normalize(MEAN, STD)
+def torchvision_steps(case):
+    from torchvision import transforms
     if case == "rrc":
         steps = [transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip()]
     else:
         steps = [transforms.Resize(256), transforms.CenterCrop(224)]
-    dataset = datasets.ImageFolder(root, transforms.Compose(steps + [transforms.ToTensor(),
-                                                                     normalize]))
+    return transforms.Compose(steps + [transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+
+
+def torchvision_loader(root, case, workers, batch):
+    """torchvision's ImageFolder, or for shards the webdataset library's pipeline (shard
+    shuffle, a shuffle buffer of 1,000, PIL decoding), with torchvision's transforms, into a
+    DataLoader of `workers` workers, as the webdataset library's users run it."""
+    import torch
+    from torchvision import datasets
+    torch.set_num_threads(1)
+    if is_shards(root):
+        import glob
+        import webdataset as wds
+        dataset = (wds.WebDataset(sorted(glob.glob(root)), shardshuffle=100)
+                   .shuffle(1000).decode("pil").to_tuple("jpg", "cls")
+                   .map_tuple(torchvision_steps(case), int))
+        return torch.utils.data.DataLoader(dataset, batch, num_workers=workers,
+                                           persistent_workers=workers > 0)
+    dataset = datasets.ImageFolder(root, torchvision_steps(case))
     return torch.utils.data.DataLoader(dataset, batch, shuffle=True, num_workers=workers,
                                        persistent_workers=workers > 0)
 
@@ -54,7 +78,14 @@ def dali_loader(root, case, threads, batch):
 
     @pipeline_def
     def pipeline():
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="reader")
+        if is_shards(root):
+            import glob
+            paths = sorted(glob.glob(root))
+            jpegs, labels = fn.readers.webdataset(
+                paths=paths, index_paths=[path + ".idx" for path in paths], ext=["jpg", "cls"],
+                random_shuffle=True, name="reader")
+        else:
+            jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="reader")
         if case == "rrc":
             images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
                                                    random_area=[0.08, 1.0],
