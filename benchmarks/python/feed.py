@@ -6,8 +6,12 @@ second over --epochs epochs after a first one (which starts the workers and warm
 cache), the loop thread's CPU time per batch, and, for crema, what a loop pays for a batch that
 is ready (the loop thread's CPU time from one batch in hand to the next: Python and handoff).
 
-    feed.py crema|torchvision|dali ROOT --case rrc|eval --threads N [--epochs 2] [--batch 32]
-            [--ready]
+    feed.py crema|torchvision|dali|ffcv ROOT --case rrc|eval --threads N [--epochs 2]
+            [--batch 32] [--ready]
+    feed.py ffcv-write FOLDER --beton FILE
+
+"ffcv" reads ROOT as a .beton that "ffcv-write" wrote from the folder (FFCV's Loader with N
+workers, its decoders cropping).
 
 ROOT is a folder, or a pattern of WebDataset tar shards (`.../shard-*.tar`, with DALI's index
 files beside them): then "crema" reads crema.WebDataset, "torchvision" the webdataset library's
@@ -106,6 +110,40 @@ def dali_loader(root, case, threads, batch):
     return _DaliEpochs(built, batch)
 
 
+def write_beton(folder, beton):
+    """FFCV's dataset file of an image folder: each image re-encoded as a JPEG at full size
+    (RGBImageField's jpg mode, quality 90), its class an IntField, as FFCV's ImageNet example
+    writes them."""
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+    from torchvision.datasets import ImageFolder
+    writer = DatasetWriter(beton, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90),
+                                   "label": IntField()}, num_workers=2)
+    writer.from_indexed_dataset(ImageFolder(folder))
+
+
+def ffcv_loader(beton, case, threads, batch):
+    """FFCV's Loader over a .beton, as its ImageNet example runs it on the CPU: its decoder
+    crops (RandomResizedCropRGBImageDecoder, or CenterCropRGBImageDecoder at 224/256), then flip,
+    NormalizeImage to float32 and the NCHW view, `threads` workers, a random order."""
+    import numpy
+    from ffcv.fields.decoders import (CenterCropRGBImageDecoder, IntDecoder,
+                                      RandomResizedCropRGBImageDecoder)
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze, ToTensor,
+                                 ToTorchImage)
+    mean = numpy.array(MEAN) * 255
+    std = numpy.array(STD) * 255
+    if case == "rrc":
+        images = [RandomResizedCropRGBImageDecoder((224, 224)), RandomHorizontalFlip()]
+    else:
+        images = [CenterCropRGBImageDecoder((224, 224), ratio=224 / 256)]
+    images += [NormalizeImage(mean, std, numpy.float32), ToTensor(), ToTorchImage()]
+    return Loader(beton, batch_size=batch, num_workers=threads, order=OrderOption.RANDOM,
+                  os_cache=True, pipelines={"image": images,
+                                            "label": [IntDecoder(), ToTensor(), Squeeze()]})
+
+
 class _DaliEpochs:
     """DALI's pipeline as an iterable of epochs of torch tensors, as its PyTorch iterator hands
     them (copied out of DALI's buffers), whose own code needs a newer PyTorch than Debian's:
@@ -126,10 +164,12 @@ class _DaliEpochs:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("loader", choices=("crema", "torchvision", "dali"))
+    parser.add_argument("loader", choices=("crema", "torchvision", "dali", "ffcv",
+                                           "ffcv-write"))
     parser.add_argument("root")
-    parser.add_argument("--case", choices=("rrc", "eval"), required=True)
-    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--case", choices=("rrc", "eval"))
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--beton", help="ffcv-write: the .beton to write")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--ready", action="store_true",
@@ -141,8 +181,11 @@ def main():
         print(json.dumps({"loader": "crema", "case": args.case, "python_us_per_batch": warm,
                           "python_us_first_after_idle": cold}), flush=True)
         return
-    make = {"crema": crema_loader, "torchvision": torchvision_loader,
-            "dali": dali_loader}[args.loader]
+    if args.loader == "ffcv-write":  # ROOT: the folder; --beton: the file to write
+        write_beton(args.root, args.beton)
+        return
+    make = {"crema": crema_loader, "torchvision": torchvision_loader, "dali": dali_loader,
+            "ffcv": ffcv_loader}[args.loader]
     loader = make(args.root, args.case, args.threads, args.batch)
     samples = batches = 0
     seconds = cpu = 0.0

@@ -6,9 +6,10 @@ batches of 32, on 1 and 2 threads (torchvision: 0, 1 and 2 workers), each in a p
 own, in interleaved rounds; prints each median with its ratios, the Python-side time per batch,
 and the peak memory (PSS of the process and its workers, from a round of its own after the timed
 ones, since sampling it costs CPU), with the machine; writes the JSON.
-DALI's CPU pipeline (1 and 2 threads) is measured where --peers-python imports it (a virtual
-environment of its own: pip install nvidia-dali-cuda120 runs on the CPU without a GPU); FFCV
-where that interpreter imports it.
+DALI's CPU pipeline and FFCV's Loader (1 and 2 threads each) are measured where --peers-python
+imports them (a virtual environment of its own: pip install nvidia-dali-cuda120, which runs on
+the CPU without a GPU; FFCV 1.0.2 with numpy 1.24, numba 0.58 and opencv-python 4.8, after
+Debian's libopencv-dev, which its setup needs); FFCV reads a .beton written from the folder.
 
     run.py [--folder DIR] [--images 1000] [--rounds 3] [--python VENV_PYTHON] [--feed CREMA_FEED]
            [--peers-python PYTHON] [--out benchmarks-python.json]
@@ -112,24 +113,25 @@ def print_summary(results, memory, rounds):
                   f"{median(case, 'torchvision', workers):7.0f} samples/s, peak PSS "
                   f"{median(case, 'torchvision', workers, 'peak_pss_mib'):5.0f} MiB, RSS "
                   f"{median(case, 'torchvision', workers, 'peak_rss_mib'):5.0f} MiB")
-        with_dali = (case, "dali", 2) in results
-        if with_dali:
+        peers = [(peer, title) for peer, title in (("dali", "DALI's CPU pipeline"),
+                                                   ("ffcv", "FFCV's Loader"))
+                 if (case, peer, 2) in results]
+        for peer, title in peers:
             for threads in (1, 2):
-                print(f"  DALI's CPU pipeline, {threads} thread(s): "
-                      f"{median(case, 'dali', threads):7.0f} samples/s, peak PSS "
-                      f"{median(case, 'dali', threads, 'peak_pss_mib'):5.0f} MiB, RSS "
-                      f"{median(case, 'dali', threads, 'peak_rss_mib'):5.0f} MiB")
+                print(f"  {title}, {threads} thread(s): "
+                      f"{median(case, peer, threads):7.0f} samples/s, peak PSS "
+                      f"{median(case, peer, threads, 'peak_pss_mib'):5.0f} MiB, RSS "
+                      f"{median(case, peer, threads, 'peak_rss_mib'):5.0f} MiB")
         for threads in (1, 2):
             python = median(case, "crema", threads)
             native = median(case, "crema-feed", threads)
-            against_dali = ""
-            if with_dali:
-                dali = max(median(case, "dali", t) for t in (1, 2))
-                against_dali = f", {python / dali:.1f} x DALI's best"
+            against_peers = "".join(
+                f", {python / max(median(case, peer, t) for t in (1, 2)):.1f} x "
+                f"{peer.upper()}'s best" for peer, _ in peers)
             print(f"  crema.Loader, {threads} thread(s): {python:7.0f} samples/s = "
                   f"{python / native:.2f} x crema-feed ({native:.0f}), "
                   f"{python / best:.1f} x torchvision's best ({best_workers} workers)"
-                  f"{against_dali}; "
+                  f"{against_peers}; "
                   f"peak PSS {median(case, 'crema', threads, 'peak_pss_mib'):.0f} MiB, "
                   f"RSS {median(case, 'crema', threads, 'peak_rss_mib'):.0f} MiB")
         print(f"  a ready batch costs the loop "
@@ -193,16 +195,19 @@ def main():
                         str(args.images)], check=True)
     feed = str(HERE / "feed.py")
     peers = []
-    with_dali = False
+    installed = set()
     for name, module in (("FFCV", "ffcv"), ("DALI", "nvidia.dali")):
         found = subprocess.run([args.peers_python, "-c", f"import {module}"],
                                capture_output=True)
         if found.returncode != 0:
             peers.append(f"{name} is not installed for {args.peers_python}: not measured")
-        elif name == "DALI":
-            with_dali = True
         else:
-            peers.append(f"{name} is installed, but run.py has no FFCV runner: not measured")
+            installed.add(name)
+    beton = None
+    if "FFCV" in installed:  # FFCV reads its own file, written once from the folder
+        beton = pathlib.Path(tempfile.mkdtemp(prefix="crema-python-bench-ffcv-")) / "data.beton"
+        subprocess.run([args.peers_python, str(HERE / "feed.py"), "ffcv-write", str(folder),
+                        "--beton", str(beton)], check=True, capture_output=True)
     print(f"machine: {machine()}")
     for line in peers:
         print(line)
@@ -228,10 +233,13 @@ def main():
             configurations.append((case, "torchvision", workers,
                                    ["/usr/bin/python3", feed, "torchvision", str(folder),
                                     "--case", case, "--threads", str(workers)]))
-        for threads in (1, 2) if with_dali else ():
-            configurations.append((case, "dali", threads,
-                                   [args.peers_python, feed, "dali", str(folder), "--case",
-                                    case, "--threads", str(threads)]))
+        for peer, root in (("dali", folder), ("ffcv", beton)):
+            if (peer == "dali" and "DALI" not in installed) or root is None:
+                continue
+            for threads in (1, 2):
+                configurations.append((case, peer, threads,
+                                       [args.peers_python, feed, peer, str(root), "--case",
+                                        case, "--threads", str(threads)]))
     results = {}
     memory = {}
     with open(args.out, "w") as out:
