@@ -307,7 +307,6 @@ class Loader:
             batch = (_copy_of(images), _copy_of(labels))
         return batch
 
-
     def _consumer_stream(self):
         # Where torch tensors of a device batch are used: PyTorch's current stream there.
         if self._device is None or self._output != "torch":
