@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -228,30 +227,29 @@ template <class Shard>
 ///         (`index_webdataset`'s); member names are the key, a dot and the extension
 [[nodiscard]] inline std::string webdataset_index_text(
     const std::vector<webdataset_entry>& samples) {
-  std::ostringstream out;
-  out << "v1.2 " << samples.size() << '\n';
+  std::string out = "v1.2 " + std::to_string(samples.size()) + "\n";
   for (const webdataset_entry& sample : samples) {
-    const char* separator = "";
-    for (const webdataset_member& member : sample.members) {
-      out << separator << member.extension << ' ' << member.offset << ' ' << member.size << ' '
-          << sample.key << '.' << member.extension;
-      separator = " ";
+    for (std::size_t m = 0; m < sample.members.size(); ++m) {
+      const webdataset_member& member = sample.members[m];
+      if (m != 0) out += ' ';
+      out += member.extension + ' ' + std::to_string(member.offset) + ' ' +
+             std::to_string(member.size) + ' ' + sample.key + '.' + member.extension;
     }
-    out << '\n';
+    out += '\n';
   }
-  return out.str();
+  return out;
 }
 
 /// @return the index text (DALI's format) of a TFRecord file whose records are `records`
 ///         (`index_tfrecord`'s)
 [[nodiscard]] inline std::string tfrecord_index_text(
     const std::vector<tfrecord_location>& records) {
-  std::ostringstream out;
+  std::string out;
   for (const tfrecord_location& record : records) {
-    out << record.offset - detail::tfrecord_header << ' '
-        << record.size + detail::tfrecord_header + detail::tfrecord_footer << '\n';
+    out += std::to_string(record.offset - detail::tfrecord_header) + ' ' +
+           std::to_string(record.size + detail::tfrecord_header + detail::tfrecord_footer) + '\n';
   }
-  return out.str();
+  return out;
 }
 
 }  // namespace crema
