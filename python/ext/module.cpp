@@ -176,10 +176,10 @@ class device_array {
         throw nb::value_error("__dlpack__: stream must be -1, 1, 2 or a stream's handle");
       }
     }
-    {
-      nb::gil_scoped_release unlocked;  // -1 waits on the host for the upload
-      batch_->use_on(handle);
-    }
+    // Under the GIL: the batch's two arrays may be taken by two threads at once, and a batch is
+    // used by one thread at a time. A stream's wait is queued, not waited for; only -1 waits (for
+    // an upload already started).
+    batch_->use_on(handle);
     void* data = labels_ ? static_cast<void*>(batch_->labels) : batch_->data;
     nb::object array = export_array<nb::array_api>(data, shape_.size(), shape_.data(), dtype_,
                                                    owner_, array_place::of(*batch_));
