@@ -153,8 +153,7 @@ template <class Shard>
                            name, size, offset, shard.size()));
       }
       end_of_last = offset + size;
-      const std::size_t slash = name.rfind('/');
-      if (name.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("__")) continue;
+      if (webdataset_passed_over(name)) continue;
       auto [key, extension] = webdataset_split(name);
       if (entry.members.empty()) {
         entry.key.assign(key);

@@ -51,6 +51,18 @@ inline constexpr std::size_t tfrecord_footer = 4;   // the data's CRC
   return std::endian::native == std::endian::little ? value : __builtin_bswap64(value);
 }
 
+// The length the record header at byte `at` of `shard` holds, or nothing where its CRC fails.
+template <class Shard>
+[[nodiscard]] std::optional<std::uint64_t> read_tfrecord_length(const Shard& shard,
+                                                                std::uint64_t at) {
+  std::array<std::byte, tfrecord_header> header{};
+  shard.read_at(at, header);
+  if (masked_crc32c(std::span(header).first(8)) != load_le32(header.data() + 8)) {
+    return std::nullopt;
+  }
+  return load_le64(header.data());
+}
+
 }  // namespace detail
 
 /// @brief Reads a TFRecord file's record headers one after another: each length and its CRC,
@@ -67,12 +79,9 @@ class tfrecord_scanner {
   [[nodiscard]] std::optional<tfrecord_location> next() {
     if (at_ == shard_->size()) return std::nullopt;
     if (shard_->size() - at_ < detail::tfrecord_header) fail("ends inside a record's header");
-    std::array<std::byte, detail::tfrecord_header> header{};
-    shard_->read_at(at_, header);
-    const std::uint64_t length = detail::load_le64(header.data());
-    if (detail::masked_crc32c(std::span(header).first(8)) != detail::load_le32(header.data() + 8)) {
-      fail("has a record whose length's CRC fails");
-    }
+    const std::optional<std::uint64_t> read = detail::read_tfrecord_length(*shard_, at_);
+    if (!read) fail("has a record whose length's CRC fails");
+    const std::uint64_t length = *read;
     const std::uint64_t data = at_ + detail::tfrecord_header;
     if (length > shard_->size() - data ||
         shard_->size() - data - length < detail::tfrecord_footer) {
@@ -99,17 +108,14 @@ void read_tfrecord(const Shard& shard, const tfrecord_location& record,
                    std::vector<std::byte>& into) {
   if (!record.header_checked) {
     // Placed by an index: the header is read with the data, and must frame it.
-    std::array<std::byte, detail::tfrecord_header> header{};
-    shard.read_at(record.offset - detail::tfrecord_header, header);
-    const std::uint64_t length = detail::load_le64(header.data());
-    if (detail::masked_crc32c(std::span(header).first(8)) != detail::load_le32(header.data() + 8) ||
-        length != record.size) {
+    const std::uint64_t at = record.offset - detail::tfrecord_header;
+    const std::optional<std::uint64_t> length = detail::read_tfrecord_length(shard, at);
+    if (length != record.size) {
       detail::fail<format_error>(
           "tfrecord shard {}: no record of {} bytes at byte {}, where its index places one (the "
           "header there {})",
-          shard.path(), record.size, record.offset - detail::tfrecord_header,
-          length != record.size ? detail::format("says {} bytes", length)
-                                : std::string("fails its CRC"));
+          shard.path(), record.size, at,
+          length ? detail::format("says {} bytes", *length) : std::string("fails its CRC"));
     }
   }
   into.resize(static_cast<std::size_t>(record.size) + detail::tfrecord_footer);

@@ -55,6 +55,13 @@ struct webdataset_entry {
   return {name.substr(0, dot), std::move(extension)};
 }
 
+/// @return whether WebDataset passes member `name` over: its file name starts with `__`
+///         (`__key__`, `__meta__.json`, ...)
+[[nodiscard]] inline bool webdataset_passed_over(std::string_view name) noexcept {
+  const std::size_t slash = name.rfind('/');
+  return name.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("__");
+}
+
 /// @brief The samples of one tar shard, from its headers alone (no member's data is read).
 /// @throws crema::format_error naming the shard and the offset for a malformed archive, and
 ///         naming the shard and the key for a sample with two members of one extension
@@ -63,10 +70,7 @@ template <class Shard>
   std::vector<webdataset_entry> samples;
   tar_scanner<Shard> scanner(shard);
   while (auto member = scanner.next()) {
-    const std::size_t slash = member->name.rfind('/');
-    const std::string_view file =
-        std::string_view(member->name).substr(slash == std::string::npos ? 0 : slash + 1);
-    if (file.starts_with("__")) continue;
+    if (webdataset_passed_over(member->name)) continue;
     auto split = webdataset_split(member->name);
     const std::string_view key = split.first;
     std::string extension = std::move(split.second);
