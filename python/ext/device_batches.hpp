@@ -11,6 +11,7 @@
 #include <crema/memory/cuda/cuda_stream.hpp>
 #include <crema/pipeline/cuda/device_batch.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -110,9 +111,7 @@ struct device_lease_batch final : held_batch {
       std::shared_ptr<cuda_stream> user =
           consumer_streams::instance().of(static_cast<std::uintptr_t>(stream), device);
       view = lease->device(*user);
-      bool known = false;
-      for (const auto& seen : users_) known = known || seen == user;
-      if (!known) users_.push_back(std::move(user));
+      if (std::ranges::find(users_, user) == users_.end()) users_.push_back(std::move(user));
     }
     data = const_cast<void*>(static_cast<const void*>(view.data.data()));
     labels = const_cast<std::int64_t*>(view.labels.data());
