@@ -11,11 +11,11 @@ required_conan_version = ">=2.0"
 class CremaConan(ConanFile):
     name = "crema"
     description = "C++20 machinery for deep-learning training engines"
-    topics = ("deep-learning", "header-only", "cuda", "mpi", "lmdb")
+    topics = ("deep-learning", "header-only", "cuda", "mpi", "lmdb", "webdataset")
     package_type = "header-library"  # a library per compiled component (configure)
     settings = "os", "arch", "compiler", "build_type"
     # The CREMA_ENABLE_<X> switches of the CMake build, one option each; CREMA_HEADER_ONLY and
-    # BUILD_SHARED_LIBS for the components compiled into libraries (lmdb, image, mpi).
+    # BUILD_SHARED_LIBS for the components compiled into libraries (lmdb, image, mpi, http).
     options = {
         "header_only": [True, False],
         "shared": [True, False],
@@ -24,6 +24,7 @@ class CremaConan(ConanFile):
         "with_cuda": [True, False],
         "with_nccl": [True, False],
         "with_mpi": [True, False],
+        "with_http": [True, False],
     }
     default_options = {
         "header_only": False,
@@ -33,6 +34,7 @@ class CremaConan(ConanFile):
         "with_cuda": False,
         "with_nccl": False,
         "with_mpi": False,
+        "with_http": False,
     }
     exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*"
     no_copy_source = True
@@ -45,7 +47,7 @@ class CremaConan(ConanFile):
         self.version = ".".join(parts)
 
     # The components with code compiled into a library of their own.
-    _library_components = ("lmdb", "image", "mpi")
+    _library_components = ("lmdb", "image", "mpi", "http")
 
     def _libraries(self, options=None):
         options = options or self.options
@@ -75,6 +77,8 @@ class CremaConan(ConanFile):
             self.requires("libpng/[>=1.6 <2]", transitive_headers=True)
         if self.options.with_mpi:
             self.requires("openmpi/[>=4.1 <6]", transitive_headers=True)
+        if self.options.with_http:
+            self.requires("libcurl/[>=7.75 <9]", transitive_headers=True)
         # CUDA and NCCL come with the CUDA toolkit, which is found on the system, not packaged.
 
     def layout(self):
@@ -86,7 +90,7 @@ class CremaConan(ConanFile):
             toolchain.cache_variables[f"CREMA_{option}"] = False
         toolchain.cache_variables["CREMA_INSTALL"] = True
         toolchain.cache_variables["CREMA_HEADER_ONLY"] = bool(self.options.header_only)
-        for component in ("lmdb", "image", "cuda", "nccl", "mpi"):
+        for component in ("lmdb", "image", "cuda", "nccl", "mpi", "http"):
             enabled = bool(self.options.get_safe(f"with_{component}"))
             toolchain.cache_variables[f"CREMA_ENABLE_{component.upper()}"] = "ON" if enabled else "OFF"
         toolchain.generate()

@@ -19,6 +19,7 @@
 #                                 else under CREMA_NVJPEG_ROOT (a CMake or environment variable)
 #                                 or /opt/nvjpeg-wheel/nvidia/cu13 (PyPI's nvidia-nvjpeg wheel,
 #                                 which tools/install-deps.sh puts there); needs cuda and image
+#   crema_find_http()             PkgConfig::CURL          libcurl.pc (Debian: libcurl4-openssl-dev)
 
 include_guard(GLOBAL)
 
@@ -171,5 +172,17 @@ macro(crema_find_nvjpeg)
       endif()
       unset(crema_nvjpeg_hints)
     endif()
+  endif()
+endmacro()
+
+macro(crema_find_http)
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND AND NOT TARGET PkgConfig::CURL)
+    pkg_check_modules(CURL QUIET IMPORTED_TARGET libcurl>=7.75)
+  endif()
+  if(TARGET PkgConfig::CURL)
+    set(crema_http_FOUND TRUE)
+  else()
+    set(crema_http_FOUND FALSE)
   endif()
 endmacro()

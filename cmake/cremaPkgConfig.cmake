@@ -2,7 +2,7 @@
 #
 #   crema.pc               the core headers; Requires {fmt}
 #   crema-<component>.pc   one per component this build has; Requires crema and the component's
-#                          own dependencies (lmdb, libturbojpeg + spng, MPI, CUDA, NCCL)
+#                          own dependencies (lmdb, libturbojpeg + spng, MPI, CUDA, NCCL, libcurl)
 #
 # Installed to share/pkgconfig when every component is headers (the same on every architecture),
 # else to <libdir>/pkgconfig beside the libraries. C++20 is the consumer's choice of flag:
@@ -87,6 +87,12 @@ if(crema_image_enabled)
   crema_pkgconfig_write(crema-image NAME crema-image
     DESCRIPTION "crema: JPEG and PNG images" REQUIRES crema libturbojpeg libjpeg spng
     LIBS ${image_libs})
+endif()
+
+if(crema_http_enabled)
+  crema_pkgconfig_library_flags(http_libs http)
+  crema_pkgconfig_write(crema-http NAME crema-http
+    DESCRIPTION "crema: shards over HTTP(S) and S3" REQUIRES crema libcurl LIBS ${http_libs})
 endif()
 
 if(crema_mpi_enabled)

@@ -11,6 +11,9 @@
 #include <crema/io/lmdb/lmdb_writer.hpp>
 
 #include "common/scratch_directory.hpp"
+#if defined(CREMA_TOOLS_HTTP)
+#include "common/loopback_http_server.hpp"
+#endif
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -23,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -430,7 +434,35 @@ TEST_SUITE("tools") {
     const auto plain =
         run(fmt::format("{} --shards {} --batch 4 --resize 8 --center-crop 6", feed_tool, pattern));
     REQUIRE_MESSAGE(plain.status == 0, plain.output);
-    CHECK(plain.output.find("ratio = source / read() = ") != std::string::npos);
+    CHECK(plain.output.find("ratio = source / sequential = ") != std::string::npos);
+#if defined(CREMA_TOOLS_HTTP)
+    {
+      INFO("the same shards over HTTP: the same batches, byte for byte");
+      crema::test::loopback_http_server server(out);
+      const std::string options = "--batch 4 --random-resized-crop 5 --epochs 2 --json";
+      const fs::path local_dump = scratch.path() / "local.f32";
+      const fs::path remote_dump = scratch.path() / "remote.f32";
+      const auto local = run(fmt::format("{} --shards {} {} --dump {}", feed_tool, pattern, options,
+                                         quoted(local_dump)));
+      const auto remote =
+          run(fmt::format("{} --shards '{}' {} --dump {}", feed_tool,
+                          server.url("train-{000000..000001}.tar"), options, quoted(remote_dump)));
+      REQUIRE_MESSAGE(local.status == 0, local.output);
+      REQUIRE_MESSAGE(remote.status == 0, remote.output);
+      CHECK(json_field(remote.output, "samples") == "12");
+      const auto bytes_of_file = [](const fs::path& path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      };
+      CHECK(fs::file_size(remote_dump) == 12 * (3 * 5 * 5 + 1) * sizeof(float));
+      CHECK(bytes_of_file(remote_dump) == bytes_of_file(local_dump));
+      const auto missing = run(fmt::format("{} --shards '{}' --batch 4 --resize 8 --center-crop 6",
+                                           feed_tool, server.url("none-{0..1}.tar")));
+      CHECK(missing.status == 1);
+      CHECK(missing.output.find(fmt::format("shard {}: cannot ask its size: HTTP 404",
+                                            server.url("none-0.tar"))) != std::string::npos);
+    }
+#endif
     const auto both =
         run(fmt::format("{} --shards {} --images {} --batch 4 --resize 8 "
                         "--center-crop 6",

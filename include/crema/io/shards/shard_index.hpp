@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/error.hpp>
+#include <crema/io/shards/shard_file.hpp>
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/io/shards/webdataset.hpp>
 
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -40,8 +43,15 @@ struct shard_indexes {
 
 namespace detail {
 
-// The whole text of index file `path`.
-[[nodiscard]] inline std::string read_index_file(const std::string& path) {
+// The whole text of index file `path`: a file, or a URL read through `storage`.
+[[nodiscard]] inline std::string read_index_file(
+    const std::string& path, const std::shared_ptr<const shard_storage>& storage = nullptr) {
+  if (is_url(path)) {
+    const shard_file file(path, storage);
+    std::string text(static_cast<std::size_t>(file.size()), '\0');
+    file.read_at(0, std::as_writable_bytes(std::span(text)));
+    return text;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_with_code<io_error>(errno, "shard index {}: cannot open", path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -120,28 +120,32 @@ class tfrecord_source
   static constexpr const char* key_prefix = "tfrecord";
   static constexpr const char* unit = "record";
 
-  /// @param shards the files' paths, in order
+  /// @param shards   the files' paths (or URLs), in order
   /// @param features the features `read_encoded` takes the image and the class from
-  /// @throws crema::config_error for no shard, or naming one that holds no record;
-  ///         crema::io_error naming one that does not open; crema::format_error naming the
-  ///         shard and byte offset of a damaged header
-  explicit tfrecord_source(std::vector<std::string> shards, tf_image_features features = {})
-      : shard_source(std::move(shards), [](const shard_file& file,
-                                           std::size_t /*shard*/) { return index_tfrecord(file); }),
+  /// @param storage  where shards named by URL are read from (crema::http's `http_storage`)
+  /// @throws crema::config_error for no shard, or naming one that holds no record, or a URL
+  ///         given no storage; crema::io_error naming one that does not open; crema::format_error
+  ///         naming the shard and byte offset of a damaged header
+  explicit tfrecord_source(std::vector<std::string> shards, tf_image_features features = {},
+                           std::shared_ptr<const shard_storage> storage = nullptr)
+      : shard_source(
+            std::move(shards), std::move(storage),
+            [](const shard_file& file, std::size_t /*shard*/) { return index_tfrecord(file); }),
         features_(std::make_shared<const tf_image_features>(std::move(features))) {}
 
   /// @brief The source over `shards` as their index files say (DALI's, `tfrecord2idx`'s or
   /// `crema-shards index`'s; shard_index.hpp): opened without reading the records' headers,
   /// each of which is checked when its record is read.
-  /// @param indexes their index files, one a file, in the same order
+  /// @param indexes their index files (paths or URLs), one a file, in the same order
   /// @throws crema::config_error if the counts differ, or as the other constructor;
   ///         crema::io_error naming an index file that does not read; crema::format_error naming
   ///         the index, its line and the shard for an index that does not fit its shard
   tfrecord_source(std::vector<std::string> shards, shard_indexes indexes,
-                  tf_image_features features = {})
-      : shard_source(with_index_files(shards, indexes.paths),
-                     [paths = indexes.paths](const shard_file& file, std::size_t shard) {
-                       return read_tfrecord_index(detail::read_index_file(paths[shard]),
+                  tf_image_features features = {},
+                  std::shared_ptr<const shard_storage> storage = nullptr)
+      : shard_source(with_index_files(shards, indexes.paths), storage,
+                     [paths = indexes.paths, storage](const shard_file& file, std::size_t shard) {
+                       return read_tfrecord_index(detail::read_index_file(paths[shard], storage),
                                                   paths[shard], file);
                      }),
         features_(std::make_shared<const tf_image_features>(std::move(features))) {}

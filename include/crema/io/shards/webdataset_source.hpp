@@ -10,8 +10,10 @@
 #include <crema/pipeline/source.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -73,11 +75,29 @@ class webdataset_record {
     const auto image_size = static_cast<std::size_t>(image->size);
     const auto label_size = static_cast<std::size_t>(std::min<std::uint64_t>(label->size, 64));
     const std::size_t name_size = path.size() + 1 + entry_->key.size();
-    buffer.resize(image_size + label_size + name_size);
+    // One read where the two lie close, as a sample's members do (a request less over HTTP):
+    // the stretch from the first to the last, then the class moved after the image.
+    const std::uint64_t from = std::min(image->offset, label->offset);
+    const std::uint64_t to = std::max(image->offset + image->size, label->offset + label_size);
+    const bool one_read = to - from <= image_size + label_size + most_read_between;
+    buffer.resize(std::max(image_size + label_size + name_size,
+                           one_read ? static_cast<std::size_t>(to - from) : 0));
     const std::span<std::byte> all(buffer);
     const auto file = shards_->open(shard_);
-    file->read_at(image->offset, all.first(image_size));
-    file->read_at(label->offset, all.subspan(image_size, label_size));
+    if (one_read) {
+      file->read_at(from, all.first(static_cast<std::size_t>(to - from)));
+      std::array<std::byte, 64> label_bytes{};
+      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(label->offset - from), label_size,
+                  label_bytes.begin());
+      if (image->offset != from) {
+        std::memmove(buffer.data(), buffer.data() + (image->offset - from), image_size);
+      }
+      std::copy_n(label_bytes.begin(), label_size,
+                  all.begin() + static_cast<std::ptrdiff_t>(image_size));
+    } else {
+      file->read_at(image->offset, all.first(image_size));
+      file->read_at(label->offset, all.subspan(image_size, label_size));
+    }
     // The name after them, so that the key the batcher's errors name lives as long as the bytes.
     char* name_at = reinterpret_cast<char*>(buffer.data() + image_size + label_size);
     std::copy(path.begin(), path.end(), name_at);
@@ -96,6 +116,9 @@ class webdataset_record {
     }
     return nullptr;
   }
+
+  // What one read of both members may take beside them (their headers, a small member between).
+  static constexpr std::size_t most_read_between = 4096;
 
   const shard_set* shards_ = nullptr;
   std::size_t shard_ = 0;
@@ -123,26 +146,31 @@ class webdataset_source
   static constexpr const char* key_prefix = "webdataset";
   static constexpr const char* unit = "sample";
 
-  /// @param shards the shards' paths, in order
-  /// @throws crema::config_error for no shard, or naming a shard that holds no sample;
-  ///         crema::io_error naming a shard that does not open; crema::format_error naming the
-  ///         shard and byte offset where one is not a tar archive
-  explicit webdataset_source(std::vector<std::string> shards)
-      : shard_source(std::move(shards), [](const shard_file& file, std::size_t /*shard*/) {
-          return index_webdataset(file);
-        }) {}
+  /// @param shards  the shards' paths (or URLs), in order
+  /// @param storage where shards named by URL are read from (crema::http's `http_storage`)
+  /// @throws crema::config_error for no shard, or naming a shard that holds no sample, or a URL
+  ///         given no storage; crema::io_error naming a shard that does not open;
+  ///         crema::format_error naming the shard and byte offset where one is not a tar archive
+  explicit webdataset_source(std::vector<std::string> shards,
+                             std::shared_ptr<const shard_storage> storage = nullptr)
+      : shard_source(
+            std::move(shards), std::move(storage),
+            [](const shard_file& file, std::size_t /*shard*/) { return index_webdataset(file); }) {}
 
   /// @brief The source over `shards` as their index files say (DALI's, `wds2idx`'s or
-  /// `crema-shards index`'s; shard_index.hpp): opened without reading the shards' headers.
-  /// @param shards  the shards' paths, in order
-  /// @param indexes their index files, one a shard, in the same order
+  /// `crema-shards index`'s; shard_index.hpp): opened without reading the shards' headers, one
+  /// read of an index file a shard instead (one request a shard over HTTP).
+  /// @param shards  the shards' paths (or URLs), in order
+  /// @param indexes their index files (paths or URLs), one a shard, in the same order
+  /// @param storage where shards and index files named by URL are read from
   /// @throws crema::config_error if the counts differ, or as the other constructor;
   ///         crema::io_error naming an index file that does not read; crema::format_error naming
   ///         the index, its line and the shard for an index that does not fit its shard
-  webdataset_source(std::vector<std::string> shards, shard_indexes indexes)
-      : shard_source(with_index_files(shards, indexes.paths),
-                     [paths = indexes.paths](const shard_file& file, std::size_t shard) {
-                       return read_webdataset_index(detail::read_index_file(paths[shard]),
+  webdataset_source(std::vector<std::string> shards, shard_indexes indexes,
+                    std::shared_ptr<const shard_storage> storage = nullptr)
+      : shard_source(with_index_files(shards, indexes.paths), storage,
+                     [paths = indexes.paths, storage](const shard_file& file, std::size_t shard) {
+                       return read_webdataset_index(detail::read_index_file(paths[shard], storage),
                                                     paths[shard], file);
                      }) {}
 

@@ -25,8 +25,9 @@ template <class Entry>
 class indexed_shards {
  public:
   template <class Index>
-  indexed_shards(std::vector<std::string> paths, const char* source, Index&& index) {
-    auto made = std::make_shared<state>(std::move(paths));
+  indexed_shards(std::vector<std::string> paths, std::shared_ptr<const shard_storage> storage,
+                 const char* source, Index&& index) {
+    auto made = std::make_shared<state>(std::move(paths), std::move(storage));
     if (made->shards.size() == 0) fail<config_error>("{}: no shard given", source);
     made->first.reserve(made->shards.size() + 1);
     made->first.push_back(0);
@@ -58,7 +59,8 @@ class indexed_shards {
 
  private:
   struct state {
-    explicit state(std::vector<std::string> paths) : shards(std::move(paths)) {}
+    state(std::vector<std::string> paths, std::shared_ptr<const shard_storage> storage)
+        : shards(std::move(paths), std::move(storage)) {}
     shard_set shards;
     std::vector<std::vector<Entry>> entries;  // per shard
     std::vector<std::uint64_t> first;  // per shard, its first sample's number; then the total
@@ -114,14 +116,20 @@ class shard_source : public cursor_source<Derived> {
   [[nodiscard]] const std::vector<std::string>& shards() const noexcept {
     return index_.shards().paths();
   }
+  /// @return where its shards named by URL are read from (none where it was given none)
+  [[nodiscard]] const std::shared_ptr<const shard_storage>& storage() const noexcept {
+    return index_.shards().storage();
+  }
   /// @return shard `s`'s entries, as its index has them
   [[nodiscard]] const std::vector<Entry>& entries(std::size_t s) const { return index_.entries(s); }
 
  protected:
   template <class Index>
-  shard_source(std::vector<std::string> paths, Index&& index)
+  shard_source(std::vector<std::string> paths, std::shared_ptr<const shard_storage> storage,
+               Index&& index)
       : cursor_source<Derived>(0),
-        index_(std::move(paths), Derived::source_name, std::forward<Index>(index)) {
+        index_(std::move(paths), std::move(storage), Derived::source_name,
+               std::forward<Index>(index)) {
     this->cursor_ = shard_cursor(index_.samples());
   }
 
