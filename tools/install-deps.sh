@@ -2,7 +2,7 @@
 # Installs the Debian packages crema's build, tests, demo and benchmarks need, when missing
 # (python3-pil: the image tests compare crema's resampling with Pillow's; python3-venv, -dev,
 # -numpy, -torch, -pytest and -lmdb: the Python package is built and tested in a virtual
-# environment that sees Debian's torch and numpy).
+# environment that sees Debian's torch and numpy; libcurl4-openssl-dev: crema::http).
 # Idempotent and quiet when everything is there. Run as root (or with sudo) on Debian 12.
 # Given package names, installs those instead (what a benchmark driver needs beyond them).
 # Where a CUDA toolkit without nvJPEG is installed, also puts PyPI's nvidia-nvjpeg wheel (its
@@ -14,6 +14,7 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   libfmt-dev libconcurrentqueue-dev doctest-dev libbenchmark-dev
   liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libopenmpi-dev openmpi-bin iproute2
+  libcurl4-openssl-dev
   python3-pil python3-venv python3-dev python3-numpy python3-torch python3-torchvision
   python3-pytest python3-lmdb libtorch-dev
 )

@@ -10,10 +10,16 @@
 #include <crema/io/image/image_list_source.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
+#if CREMA_PYTHON_HTTP
+#include <crema/io/http/http_storage.hpp>
+#endif
 #if CREMA_PYTHON_LMDB
 #include <crema/io/lmdb/lmdb_source.hpp>
 #endif
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,22 +38,55 @@ template <class Source>
   return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
 }
 
+/// Where the shards and index files `spec` names by URL are read from: an HTTP storage as
+/// `spec.http` says; none where it names none.
+[[nodiscard]] inline std::shared_ptr<const shard_storage> storage_for(const source_spec& spec) {
+  const auto url = [](const std::string& name) { return is_url(name); };
+  if (std::none_of(spec.shards.begin(), spec.shards.end(), url) &&
+      std::none_of(spec.indexes.begin(), spec.indexes.end(), url)) {
+    return nullptr;
+  }
+#if CREMA_PYTHON_HTTP
+  using milliseconds = std::chrono::milliseconds;
+  const auto ms = [](double seconds) { return milliseconds(std::llround(seconds * 1000)); };
+  http_options options;
+  options.retries = spec.http.retries;
+  options.backoff = ms(spec.http.backoff_s);
+  options.most_backoff = ms(spec.http.most_backoff_s);
+  options.connect_timeout = ms(spec.http.connect_timeout_s);
+  options.request_timeout = ms(spec.http.request_timeout_s);
+  options.stall_timeout = std::chrono::seconds(spec.http.stall_timeout_s);
+  options.aws_sigv4 = spec.http.aws_sigv4;
+  options.s3_endpoint = spec.http.s3_endpoint;
+  options.region = spec.http.region;
+  options.headers = spec.http.headers;
+  return std::make_shared<const http_storage>(std::move(options));
+#else
+  detail::fail<config_error>(
+      "shard {}: a URL, and this build of crema has no crema::http (libcurl) to read it",
+      spec.shards.front());
+#endif
+}
+
 /// @return `build(make_source, classes)` for the image files or shards `spec` names: a folder
 ///         (whose class names are `classes`), a list file, WebDataset or TFRecord shards
 template <class Build>
 [[nodiscard]] auto with_file_source(const source_spec& spec, std::uint64_t seed, Build&& build) {
   if (spec.kind == "webdataset") {
-    webdataset_source shards = spec.indexes.empty()
-                                   ? webdataset_source(spec.shards)
-                                   : webdataset_source(spec.shards, shard_indexes{spec.indexes});
+    webdataset_source shards =
+        spec.indexes.empty()
+            ? webdataset_source(spec.shards, storage_for(spec))
+            : webdataset_source(spec.shards, shard_indexes{spec.indexes}, storage_for(spec));
     if (spec.shuffle) shards.shuffle(seed);
     return build(prepared(std::move(shards), spec), std::vector<std::string>{});
   }
   if (spec.kind == "tfrecord") {
     const tf_image_features features{spec.image_feature, spec.label_feature};
     tfrecord_source records =
-        spec.indexes.empty() ? tfrecord_source(spec.shards, features)
-                             : tfrecord_source(spec.shards, shard_indexes{spec.indexes}, features);
+        spec.indexes.empty()
+            ? tfrecord_source(spec.shards, features, storage_for(spec))
+            : tfrecord_source(spec.shards, shard_indexes{spec.indexes}, features,
+                              storage_for(spec));
     if (spec.shuffle) records.shuffle(seed);
     return build(prepared(std::move(records), spec), std::vector<std::string>{});
   }

@@ -70,6 +70,20 @@ class loader_core {
 };
 
 /// Where the records come from.
+/// What `crema.HTTP` asks of the storage that reads shards named by URL (crema::http_options).
+struct http_spec {
+  int retries = 5;
+  double backoff_s = 0.2;
+  double most_backoff_s = 10;
+  double connect_timeout_s = 10;
+  double request_timeout_s = 0;  ///< 0: no limit
+  std::int64_t stall_timeout_s = 30;
+  std::string aws_sigv4;
+  std::string s3_endpoint;
+  std::string region;
+  std::vector<std::string> headers;
+};
+
 struct source_spec {
   std::string kind;  ///< "folder", "list", "lmdb", "webdataset" or "tfrecord"
   std::string path;  ///< the folder, the list file or the database
@@ -77,6 +91,7 @@ struct source_spec {
   std::vector<std::string> extensions;
   std::vector<std::string> shards;   ///< a shard source's files
   std::vector<std::string> indexes;  ///< their index files (DALI's formats), or none
+  http_spec http;                    ///< how shards and index files named by URL are read
   std::string image_feature;         ///< a TFRecord's image and class features
   std::string label_feature;
   bool shuffle = true;

@@ -368,6 +368,7 @@ NB_MODULE(_crema, module) {
   info["counting_cuda"] = CREMA_PYTHON_COUNTING_CUDA != 0;
   info["nvjpeg"] = CREMA_PYTHON_NVJPEG != 0;
   info["mpi"] = CREMA_PYTHON_MPI != 0;
+  info["http"] = CREMA_PYTHON_HTTP != 0;
   module.attr("_build_info") = info;
 
   // The shards a pattern names (brace groups, then globs), as crema::shard_paths finds them.
@@ -386,6 +387,19 @@ NB_MODULE(_crema, module) {
       .value("numpy", output_kind::numpy)
       .value("dlpack", output_kind::dlpack);
 
+  nb::class_<http_spec>(module, "HTTPSpec")
+      .def(nb::init<>())
+      .def_rw("retries", &http_spec::retries)
+      .def_rw("backoff_s", &http_spec::backoff_s)
+      .def_rw("most_backoff_s", &http_spec::most_backoff_s)
+      .def_rw("connect_timeout_s", &http_spec::connect_timeout_s)
+      .def_rw("request_timeout_s", &http_spec::request_timeout_s)
+      .def_rw("stall_timeout_s", &http_spec::stall_timeout_s)
+      .def_rw("aws_sigv4", &http_spec::aws_sigv4)
+      .def_rw("s3_endpoint", &http_spec::s3_endpoint)
+      .def_rw("region", &http_spec::region)
+      .def_rw("headers", &http_spec::headers);
+
   nb::class_<source_spec>(module, "SourceSpec")
       .def(nb::init<>())
       .def_rw("kind", &source_spec::kind)
@@ -394,6 +408,7 @@ NB_MODULE(_crema, module) {
       .def_rw("extensions", &source_spec::extensions)
       .def_rw("shards", &source_spec::shards)
       .def_rw("indexes", &source_spec::indexes)
+      .def_rw("http", &source_spec::http)
       .def_rw("image_feature", &source_spec::image_feature)
       .def_rw("label_feature", &source_spec::label_feature)
       .def_rw("shuffle", &source_spec::shuffle)

@@ -22,6 +22,9 @@
 #if defined(CREMA_USES_NVJPEG)
 #include <crema/io/nvjpeg/nvjpeg_try.hpp>
 #endif
+#if defined(CREMA_USES_HTTP)
+#include <crema/io/http/http_storage.hpp>
+#endif
 
 #include <fmt/core.h>
 
@@ -101,6 +104,17 @@ int main() {
     int major = 0;
     check(nvjpegGetProperty(MAJOR_VERSION, &major) == NVJPEG_STATUS_SUCCESS && major > 0,
           "nvjpeg linked");
+  }
+#endif
+#if defined(CREMA_USES_HTTP)
+  {
+    // The storage's code is in the crema::http library (unless built header-only).
+    crema::http_options options;
+    options.region = "eu-north-1";
+    const crema::http_storage storage(options);
+    check(storage.resolve("s3://bucket/key.tar") ==
+              "https://bucket.s3.eu-north-1.amazonaws.com/key.tar",
+          "http storage linked");
   }
 #endif
   return failures == 0 ? 0 : 1;

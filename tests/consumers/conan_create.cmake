@@ -26,6 +26,7 @@ build_type=Release
 fmt/9.1.0
 concurrentqueue/1.0.3
 lmdb/0.9.24
+libcurl/7.88.1
 
 [conf]
 tools.cmake.cmaketoolchain:generator=Ninja
@@ -35,5 +36,5 @@ file(COPY "${CREMA_SOURCE_DIR}/conanfile.py" "${CREMA_SOURCE_DIR}/CMakeLists.txt
           "${CREMA_SOURCE_DIR}/cmake" "${CREMA_SOURCE_DIR}/include" "${CREMA_SOURCE_DIR}/src"
           "${CREMA_SOURCE_DIR}/test_package" DESTINATION "${WORK_DIR}/recipe")
 run_step("conan" "${conan}" create "${WORK_DIR}/recipe" -pr:a "${WORK_DIR}/debian" --build=missing
-    -o "crema/*:with_lmdb=True")
+    -o "crema/*:with_lmdb=True" -o "crema/*:with_http=True")
 message(STATUS "conan create: crema packaged and its test_package built and ran")

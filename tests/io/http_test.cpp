@@ -145,7 +145,7 @@ TEST_SUITE("http") {
       CHECK(
           std::equal(got.begin(), got.end(), bytes.begin() + static_cast<std::ptrdiff_t>(offset)));
     }
-    CHECK(server.requests() == 6);  // the HEAD and one GET a read
+    CHECK(server.requests() == 6);  // the size asked, then one GET a read
     CHECK(server.connections() == 1);
     const crema::http_statistics done = storage->statistics();
     CHECK(done.requests == 6);
@@ -210,7 +210,8 @@ TEST_SUITE("http") {
     remote.shard(1, 2);
     CHECK(pass_of(remote) == pass_of(local));
 
-    INFO("index files over URLs: a HEAD and a GET of the index a shard to open");
+    INFO(
+        "index files over URLs: three requests a shard to open (its size, the index's, the index)");
     for (std::size_t s = 0; s < 3; ++s) {
       const crema::shard_file shard((scratch.path() / fmt::format("train-{}.tar", s)).string());
       std::ofstream(scratch.path() / fmt::format("train-{}.tar.idx", s))
@@ -220,7 +221,7 @@ TEST_SUITE("http") {
     crema::webdataset_source indexed(
         urls, crema::shard_indexes{crema::shard_paths(server.url("train-{0..2}.tar.idx"))},
         storage);
-    CHECK(server.requests() - before == 3 * 3);  // the shard's HEAD, the index's HEAD and GET
+    CHECK(server.requests() - before == 3 * 3);
     CHECK(pass_of(indexed) == expected);
     CHECK(server.requests() - before == 3 * 3 + 60);  // then one GET a sample
   }
@@ -310,7 +311,7 @@ TEST_SUITE("http") {
     } catch (const crema::io_error& error) {
       CHECK(error.code() == ENOENT);
       CHECK(std::string(error.what()) ==
-            fmt::format("shard {}: cannot ask its size: HTTP 404", missing));
+            fmt::format("shard {}: cannot ask its size: HTTP 404: no such object", missing));
     }
     server.fail_next(1, fault::status, 403);
     try {

@@ -15,13 +15,14 @@ handing batches over without a copy.
 from . import _crema
 from ._crema import ConfigError, Error, FormatError, IOError, LMDBError, PipelineError
 from .loader import Loader
-from .sources import CaffeLMDB, ImageFolder, ImageList, TFRecord, WebDataset
+from .sources import HTTP, CaffeLMDB, ImageFolder, ImageList, TFRecord, WebDataset
 from .transforms import CaffeTransform, ImageTransform, RandomResizedCrop, ResizeCenterCrop
 
 __version__ = _crema.__version__
 
 __all__ = [
-    "Loader", "ImageFolder", "ImageList", "CaffeLMDB", "WebDataset", "TFRecord", "ImageTransform",
+    "Loader", "ImageFolder", "ImageList", "CaffeLMDB", "WebDataset", "TFRecord", "HTTP",
+    "ImageTransform",
     "RandomResizedCrop",
     "ResizeCenterCrop", "CaffeTransform", "build_info", "Error", "ConfigError", "FormatError",
     "PipelineError", "IOError", "LMDBError", "__version__",

@@ -31,20 +31,41 @@ class CaffeLMDB:
     path: str
     def __init__(self, path: _Path) -> None: ...
 
+class HTTP:
+    retries: int
+    backoff: float
+    most_backoff: float
+    connect_timeout: float
+    request_timeout: float | None
+    stall_timeout: int
+    aws_sigv4: str
+    s3_endpoint: str
+    region: str
+    headers: list[str]
+    def __init__(self, retries: int = 5, backoff: float = 0.2, most_backoff: float = 10.0,
+                 connect_timeout: float = 10.0, request_timeout: float | None = None,
+                 stall_timeout: int = 30, aws_sigv4: str | None = None,
+                 s3_endpoint: str | None = None, region: str | None = None,
+                 headers: Sequence[str] = ()) -> None: ...
+
 class WebDataset:
     shards: list[str]
     index: list[str]
+    http: HTTP
     def __init__(self, shards: _Path | Sequence[_Path],
-                 index: Literal["auto"] | _Path | Sequence[_Path] | None = None) -> None: ...
+                 index: Literal["auto"] | _Path | Sequence[_Path] | None = None,
+                 http: HTTP | None = None) -> None: ...
 
 class TFRecord:
     shards: list[str]
     index: list[str]
     image: str
     label: str
+    http: HTTP
     def __init__(self, shards: _Path | Sequence[_Path], image: str = "image/encoded",
                  label: str = "image/class/label",
-                 index: Literal["auto"] | _Path | Sequence[_Path] | None = None) -> None: ...
+                 index: Literal["auto"] | _Path | Sequence[_Path] | None = None,
+                 http: HTTP | None = None) -> None: ...
 
 class RandomResizedCrop:
     size: tuple[int, int]

@@ -1,5 +1,6 @@
 """Where a loader's records come from: a folder of images per class, a list file, a Caffe LMDB,
-WebDataset tar shards or TFRecord files.
+WebDataset tar shards or TFRecord files (on a filesystem, or behind http://, https:// or s3://
+URLs).
 
 A source only names the data; the loader reads it, on crema's threads.
 """
@@ -9,7 +10,7 @@ import os
 from . import _crema
 from ._checks import check_path
 
-__all__ = ["ImageFolder", "ImageList", "CaffeLMDB", "WebDataset", "TFRecord"]
+__all__ = ["ImageFolder", "ImageList", "CaffeLMDB", "WebDataset", "TFRecord", "HTTP"]
 
 
 class ImageFolder:
@@ -89,8 +90,15 @@ class CaffeLMDB:
         return f"crema.CaffeLMDB({self.path!r})"
 
 
+def _is_url(name):
+    """Whether ``name`` is a URL (``scheme://...``) rather than a path."""
+    scheme, found, _ = name.partition("://")
+    return bool(found and scheme) and all(c.isalnum() or c in "+-." for c in scheme)
+
+
 def _shard_paths(owner, shards):
-    """The shards a pattern (braces, globs) or a list of paths names, checked to exist."""
+    """The shards a pattern (braces, globs) or a list of paths names, each file checked to exist
+    (a URL is asked when the loader starts)."""
     if isinstance(shards, (str, os.PathLike)):
         paths = _crema.shard_paths(os.fspath(shards))
     elif isinstance(shards, (list, tuple)):
@@ -105,7 +113,7 @@ def _shard_paths(owner, shards):
     if not paths:
         raise ValueError(f"{owner}: shards names no shard")
     for path in paths:
-        if not os.path.isfile(path):
+        if not _is_url(path) and not os.path.isfile(path):
             raise FileNotFoundError(f"{owner}: shard {path} does not exist")
     return list(paths)
 
@@ -118,7 +126,7 @@ def _index_paths(owner, index, shards):
     if index == "auto":
         paths = [path + ".idx" for path in shards]
         for path in paths:
-            if not os.path.isfile(path):
+            if not _is_url(path) and not os.path.isfile(path):
                 raise FileNotFoundError(f"{owner}: index {path} does not exist (index='auto' "
                                         "takes SHARD.idx; crema-shards index writes them)")
         return paths
@@ -129,27 +137,114 @@ def _index_paths(owner, index, shards):
     return paths
 
 
+class HTTP:
+    """How shards named by ``http://``, ``https://`` and ``s3://`` URLs are read (libcurl): one
+    range request a sample on kept connections, failed requests retried with backoff from the
+    byte they reached. ``s3://bucket/key`` URLs are signed (AWS Signature Version 4) with
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` where the
+    environment has them, and read from ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) where
+    set, else from AWS in ``AWS_REGION``.
+
+    Args:
+        retries: attempts after the first for a connection failure, a timeout, a body cut
+            short, and the answers 408, 429 and 5xx (other 4xx answers are not retried).
+        backoff: seconds before the first retry, doubled for each next up to ``most_backoff``.
+        most_backoff: the longest wait between attempts, in seconds.
+        connect_timeout: seconds a connection may take to open.
+        request_timeout: seconds a request may take in all; None for no limit.
+        stall_timeout: whole seconds a transfer may move no byte.
+        aws_sigv4: sign http(s) URLs too, as ``"aws:amz:REGION:SERVICE"``.
+        s3_endpoint: where ``s3://`` URLs are read from (``<endpoint>/bucket/key``).
+        region: the region S3 requests are signed for.
+        headers: extra request headers, ``"Name: value"`` each.
+    """
+
+    def __init__(self, retries=5, backoff=0.2, most_backoff=10.0, connect_timeout=10.0,
+                 request_timeout=None, stall_timeout=30, aws_sigv4=None, s3_endpoint=None,
+                 region=None, headers=()):
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(f"crema.HTTP: retries must be an int >= 0, not {retries!r}")
+        for name, value in (("backoff", backoff), ("most_backoff", most_backoff),
+                            ("connect_timeout", connect_timeout)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"crema.HTTP: {name} must be seconds >= 0, not {value!r}")
+        if request_timeout is not None and (not isinstance(request_timeout, (int, float))
+                                            or request_timeout <= 0):
+            raise ValueError("crema.HTTP: request_timeout must be seconds > 0 or None, not "
+                             f"{request_timeout!r}")
+        if not isinstance(stall_timeout, int) or isinstance(stall_timeout, bool) or \
+                stall_timeout < 1:
+            raise ValueError(f"crema.HTTP: stall_timeout must be whole seconds >= 1, not "
+                             f"{stall_timeout!r}")
+        if isinstance(headers, str) or not all(isinstance(h, str) for h in headers):
+            raise TypeError("crema.HTTP: headers must be a sequence of 'Name: value' strings")
+        self.retries = retries
+        self.backoff = float(backoff)
+        self.most_backoff = float(most_backoff)
+        self.connect_timeout = float(connect_timeout)
+        self.request_timeout = request_timeout
+        self.stall_timeout = stall_timeout
+        self.aws_sigv4 = aws_sigv4 or ""
+        self.s3_endpoint = s3_endpoint or ""
+        self.region = region or ""
+        self.headers = list(headers)
+
+    def _spec(self):
+        spec = _crema.HTTPSpec()
+        spec.retries = self.retries
+        spec.backoff_s = self.backoff
+        spec.most_backoff_s = self.most_backoff
+        spec.connect_timeout_s = self.connect_timeout
+        spec.request_timeout_s = float(self.request_timeout or 0)
+        spec.stall_timeout_s = self.stall_timeout
+        spec.aws_sigv4 = self.aws_sigv4
+        spec.s3_endpoint = self.s3_endpoint
+        spec.region = self.region
+        spec.headers = self.headers
+        return spec
+
+    def __repr__(self):
+        return f"crema.HTTP(retries={self.retries}, request_timeout={self.request_timeout!r})"
+
+
+def _http_of(owner, http, shards):
+    """``http`` checked: a crema.HTTP, or None for its defaults."""
+    if http is None:
+        http = HTTP()
+    if not isinstance(http, HTTP):
+        raise TypeError(f"{owner}: http must be a crema.HTTP, not {type(http).__name__}")
+    if any(_is_url(path) for path in shards) and not _crema._build_info["http"]:
+        raise RuntimeError(f"{owner}: shards named by URL need crema built with crema::http "
+                           "(Debian: libcurl4-openssl-dev, then reinstall)")
+    return http
+
+
 class WebDataset:
     """WebDataset tar shards: each sample's image (its ``jpg``, ``jpeg``, ``png`` or ``webp``
     member) and class (its ``cls`` member). Indexed when the loader starts (every shard's
     headers, or the shards' index files), then read sample by sample by crema's threads.
 
     Args:
-        shards: a brace pattern or glob (``"train-{000000..000127}.tar"``), or a list of paths.
+        shards: a brace pattern or glob (``"train-{000000..000127}.tar"``), or a list of paths;
+            paths or URLs (``https://host/train-{000000..000127}.tar``, ``s3://bucket/...``).
         index: the shards' index files in DALI's format (``wds2idx``'s, ``crema-shards
             index``'s), one a shard, as a pattern or a list; or "auto" for SHARD.idx beside
-            each: the loader then opens without reading the shards' headers.
+            each: the loader then opens without reading the shards' headers (over HTTP, one
+            request an index instead of one a member).
+        http: how URLs are read, a ``crema.HTTP`` (its defaults where None).
     """
 
-    def __init__(self, shards, index=None):
+    def __init__(self, shards, index=None, http=None):
         self.shards = _shard_paths("crema.WebDataset", shards)
         self.index = _index_paths("crema.WebDataset", index, self.shards)
+        self.http = _http_of("crema.WebDataset", http, self.shards + self.index)
 
     def _spec(self):
         spec = _crema.SourceSpec()
         spec.kind = "webdataset"
         spec.shards = self.shards
         spec.indexes = self.index
+        spec.http = self.http._spec()
         return spec
 
     def __repr__(self):
@@ -168,11 +263,14 @@ class TFRecord:
         index: the files' index files in DALI's format (``tfrecord2idx``'s, ``crema-shards
             index``'s), as ``crema.WebDataset`` takes them; each record's header is then
             checked when the record is read.
+        http: how URLs are read, a ``crema.HTTP`` (its defaults where None).
     """
 
-    def __init__(self, shards, image="image/encoded", label="image/class/label", index=None):
+    def __init__(self, shards, image="image/encoded", label="image/class/label", index=None,
+                 http=None):
         self.shards = _shard_paths("crema.TFRecord", shards)
         self.index = _index_paths("crema.TFRecord", index, self.shards)
+        self.http = _http_of("crema.TFRecord", http, self.shards + self.index)
         for name, value in (("image", image), ("label", label)):
             if not isinstance(value, str) or not value:
                 raise TypeError(f"crema.TFRecord: {name} must be a feature name")
@@ -184,6 +282,7 @@ class TFRecord:
         spec.kind = "tfrecord"
         spec.shards = self.shards
         spec.indexes = self.index
+        spec.http = self.http._spec()
         spec.image_feature = self.image
         spec.label_feature = self.label
         return spec

@@ -62,7 +62,9 @@ struct http_statistics {
 /// @brief Shards behind `http://`, `https://` and `s3://` URLs, read by range requests through
 /// libcurl; what `webdataset_source`, `tfrecord_source` and `shard_set` take to read URLs.
 ///
-/// `size(url)` asks with a HEAD request; `read(url, offset, bytes)` with one `GET` of that range,
+/// `size(url)` asks for the object's first byte (`Range: bytes=0-0`, whose answer's Content-Range
+/// gives the size, and whose refusal, unlike a HEAD's, says why); `read(url, offset, bytes)` asks
+/// with one `GET` of that range,
 /// which must be answered `206 Partial Content` (or `200` with exactly the bytes asked, for a
 /// read of a whole object). Connections are kept open between requests, one per reading thread.
 /// A failed attempt is retried as `http_options` says, from the byte it reached; a read that
@@ -78,7 +80,7 @@ class http_storage final : public shard_storage {
   CREMA_LIBRARY_INLINE explicit http_storage(http_options options = {});
   CREMA_LIBRARY_INLINE ~http_storage() override;
 
-  /// @return the size of the object at `url`, from a HEAD request
+  /// @return the size of the object at `url`, from a request for its first byte
   /// @throws crema::io_error naming the URL if the request fails after its retries, is refused
   ///         (404: ENOENT; 401, 403: EACCES) or has no length; crema::config_error naming a URL
   ///         whose scheme is not http, https or s3

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -69,7 +70,7 @@ struct http_attempt {
   CURLcode code = CURLE_OK;  // libcurl's outcome
   std::string failure;       // why the attempt failed, for the error; empty when it did not
   bool retryable = false;    // whether another attempt may do better
-  std::uint64_t length = 0;  // a HEAD's Content-Length
+  std::uint64_t length = 0;  // the object's size, where the attempt asked it
 };
 
 // Where one GET writes its body: the answer's status is known before the first byte, so an
@@ -80,7 +81,8 @@ struct http_sink {
   std::uint64_t first = 0;  // the first byte asked for
   std::size_t written = 0;
   std::string error_body;
-  std::string fault;  // a reason to abort: the answer is not the range asked for
+  std::string fault;                   // a reason to abort: the answer is not the range asked for
+  std::optional<std::uint64_t> total;  // the object's size, as Content-Range gives it
 };
 
 CREMA_LIBRARY_INLINE std::size_t http_write(char* data, std::size_t size, std::size_t count,
@@ -110,30 +112,38 @@ CREMA_LIBRARY_INLINE std::size_t http_write(char* data, std::size_t size, std::s
   return bytes;
 }
 
-// Checks a 206's Content-Range against the range asked for.
+// Checks a 206's Content-Range against the range asked for, and keeps the object's size it
+// gives (`bytes a-b/size`, or a 416's `bytes */size`).
 CREMA_LIBRARY_INLINE std::size_t http_header(char* data, std::size_t size, std::size_t count,
                                              void* user) {
   auto& sink = *static_cast<http_sink*>(user);
   const std::size_t bytes = size * count;
   const std::string_view line(data, bytes);
   constexpr std::string_view name = "content-range:";
+  const auto number = [](std::string_view text, std::size_t& at) {
+    std::uint64_t value = 0;
+    const std::size_t from = at;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+      value = value * 10 + static_cast<std::uint64_t>(text[at++] - '0');
+    }
+    return at > from ? std::optional<std::uint64_t>(value) : std::nullopt;
+  };
   if (line.size() > name.size() &&
       std::equal(name.begin(), name.end(), line.begin(),
                  [](char a, char b) { return a == (b >= 'A' && b <= 'Z' ? b - 'A' + 'a' : b); })) {
     std::string_view value = line.substr(name.size());
     value.remove_prefix(std::min(value.find_first_not_of(' '), value.size()));
-    if (value.starts_with("bytes ")) {
-      value.remove_prefix(6);
-      std::uint64_t start = 0;
-      std::size_t at = 0;
-      while (at < value.size() && value[at] >= '0' && value[at] <= '9') {
-        start = start * 10 + static_cast<std::uint64_t>(value[at++] - '0');
-      }
-      if (at > 0 && start != sink.first + sink.written) {
-        sink.fault = crema::detail::format("the server sent the range from byte {}, not {}", start,
-                                           sink.first + sink.written);
-        return 0;
-      }
+    if (!value.starts_with("bytes ")) return bytes;
+    value.remove_prefix(6);
+    std::size_t at = 0;
+    if (const auto start = number(value, at); start && *start != sink.first + sink.written) {
+      sink.fault = crema::detail::format("the server sent the range from byte {}, not {}", *start,
+                                         sink.first + sink.written);
+      return 0;
+    }
+    if (const std::size_t slash = value.find('/'); slash != std::string_view::npos) {
+      at = slash + 1;
+      sink.total = number(value, at);
     }
   }
   return bytes;
@@ -252,16 +262,16 @@ struct http_storage::state {
     return {this, handle};
   }
 
-  // One attempt: a HEAD where `into` is null, else a GET of `into.size()` bytes from `first`.
+  // One attempt: a GET of `into.size()` bytes from `first`; `sizing`: of the first byte, for the
+  // object's size (a GET rather than a HEAD, so that a refusal comes with its reason).
   detail::http_attempt attempt(const target& where, std::uint64_t first, std::span<std::byte> into,
-                               bool head) const {
+                               bool sizing) const {
     const handle_lease leased = lease();
     CURL* const handle = leased.handle;
     requests.fetch_add(1, std::memory_order_relaxed);
     char error[CURL_ERROR_SIZE] = {};
-    detail::http_sink sink{handle, into, first, 0, {}, {}};
-    const std::string range =
-        head ? std::string() : crema::detail::format("{}-{}", first, first + into.size() - 1);
+    detail::http_sink sink{handle, into, first, 0, {}, {}, {}};
+    const std::string range = crema::detail::format("{}-{}", first, first + into.size() - 1);
     curl_easy_setopt(handle, CURLOPT_URL, where.url.c_str());
     curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error);
@@ -280,11 +290,7 @@ struct http_storage::state {
       curl_easy_setopt(handle, CURLOPT_AWS_SIGV4, where.sigv4->c_str());
       curl_easy_setopt(handle, CURLOPT_USERPWD, credentials.c_str());
     }
-    if (head) {
-      curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
-    } else {
-      curl_easy_setopt(handle, CURLOPT_RANGE, range.c_str());
-    }
+    curl_easy_setopt(handle, CURLOPT_RANGE, range.c_str());
     curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &detail::http_write);
     curl_easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &detail::http_header);
@@ -294,7 +300,7 @@ struct http_storage::state {
     made.code = curl_easy_perform(handle);
     curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &made.status);
     made.bytes = sink.written;
-    bytes_read.fetch_add(sink.written, std::memory_order_relaxed);
+    if (!sizing) bytes_read.fetch_add(sink.written, std::memory_order_relaxed);
     if (!sink.fault.empty()) {
       made.failure = sink.fault;
       made.retryable = false;
@@ -306,20 +312,25 @@ struct http_storage::state {
       made.retryable = true;
       return made;
     }
+    if (sizing && made.status == 416 && sink.total) {  // an empty object: no first byte
+      made.length = *sink.total;
+      return made;
+    }
     if (made.status != 200 && made.status != 206) {
       made.failure = crema::detail::format("HTTP {}", made.status);
       if (!sink.error_body.empty()) made.failure += ": " + sink.error_body;
       made.retryable = detail::retryable_status(made.status);
       return made;
     }
-    if (head) {
-      curl_off_t length = -1;
-      curl_easy_getinfo(handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
-      if (length < 0) {
-        made.failure = "the answer to a HEAD request has no Content-Length";
-        return made;
+    if (sizing) {
+      if (made.status == 200) {
+        made.length = sink.written;  // the whole object, of one byte
+      } else if (sink.total) {
+        made.length = *sink.total;
+      } else {
+        made.failure =
+            "the answer to a range request gives no size (Content-Range: bytes a-b/size)";
       }
-      made.length = static_cast<std::uint64_t>(length);
       return made;
     }
     if (sink.written != into.size()) {
@@ -378,7 +389,8 @@ CREMA_LIBRARY_INLINE std::uint64_t http_storage::size(const std::string& url) co
       state_->retries.fetch_add(1, std::memory_order_relaxed);
       std::this_thread::sleep_for(state_->backoff(attempt));
     }
-    const detail::http_attempt made = state_->attempt(where, 0, {}, true);
+    std::byte first{};
+    const detail::http_attempt made = state_->attempt(where, 0, {&first, 1}, true);
     if (made.failure.empty()) return made.length;
     if (!made.retryable || attempt >= state_->options.retries) {
       detail::fail_with_code<io_error>(
