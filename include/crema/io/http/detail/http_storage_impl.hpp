@@ -150,6 +150,9 @@ CREMA_LIBRARY_INLINE std::size_t http_header(char* data, std::size_t size, std::
 }
 
 // A status that another attempt may get past: a timeout, too many requests, a server's fault.
+// What a handle receives into at once (libcurl's default: 16 KiB).
+inline constexpr long receive_buffer = 512 * 1024;
+
 constexpr bool retryable_status(long status) noexcept {
   return status == 408 || status == 429 || status >= 500;
 }
@@ -291,6 +294,8 @@ struct http_storage::state {
       curl_easy_setopt(handle, CURLOPT_USERPWD, credentials.c_str());
     }
     curl_easy_setopt(handle, CURLOPT_RANGE, range.c_str());
+    // Receive in large reads: a sample is tens or hundreds of KB, libcurl's default 16 KiB.
+    curl_easy_setopt(handle, CURLOPT_BUFFERSIZE, detail::receive_buffer);
     curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &detail::http_write);
     curl_easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &detail::http_header);

@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""WebDataset shards read over HTTP against the same shards read as files: crema-feed and the
+Python package's crema.Loader through RandomResizedCrop(224) + flip + Normalize into float batches
+of 32, on 1 and 2 threads, and crema-feed's source alone (every sample read on one thread,
+nothing decoded) beside a sequential read of the shards in 1 MiB blocks. The server is
+crema-http-serve (the HTTP tests' server: byte ranges, kept connections) on 127.0.0.1, on the
+same cores as the reader, as a cache or proxy beside a training job would be. Each run a
+process of its own, in interleaved rounds; prints the medians and ratios with the machine,
+writes JSON lines.
+
+    run_http.py [--folder DIR] [--images 3000] [--rounds 3] [--build build/release]
+                [--python VENV_PYTHON] [--out FILE]
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks" / "python"))
+from run import machine, measure  # noqa: E402  (the Python benchmarks' helpers)
+
+NORMALIZE = "0.485,0.456,0.406/0.229,0.224,0.225"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=pathlib.Path)
+    parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--build", type=pathlib.Path, default=REPO / "build" / "release")
+    parser.add_argument("--python", default=str(REPO / "build" / "venv" / "bin" / "python"))
+    parser.add_argument("--out", default="benchmarks-shards-http.json")
+    args = parser.parse_args()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="crema-http-bench-"))
+    folder = args.folder
+    if folder is None:
+        folder = work / "photos"
+        subprocess.run(["/usr/bin/python3", str(REPO / "benchmarks" / "jpeg_input" /
+                                                "make_dataset.py"), str(folder), "--images",
+                        str(args.images)], check=True)
+    shards = work / "shards"
+    shards.mkdir()
+    subprocess.run([str(args.build / "examples" / "crema-shards"), "write", str(folder),
+                    str(shards), "--shard-bytes", str(64 << 20), "--shard-samples", "1000000"],
+                   check=True, stdout=subprocess.DEVNULL)
+    names = sorted(path.name for path in shards.glob("shard-*.tar"))
+    braces = f"shard-{{{names[0][6:12]}..{names[-1][6:12]}}}.tar"
+    server = subprocess.Popen([str(args.build / "benchmarks" / "crema-http-serve"), str(shards)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    base = server.stdout.readline().strip()
+    where = {"files": str(shards / braces), "http": base + braces}
+    feed_tool = str(args.build / "examples" / "crema-feed")
+    feed_py = str(REPO / "benchmarks" / "python" / "feed.py")
+
+    def feed(pattern, threads):
+        return [feed_tool, "--shards", pattern, "--batch", "32", "--random-resized-crop", "224",
+                "--mirror", "--normalize", NORMALIZE, "--producers", str(threads), "--threads",
+                str(threads), "--epochs", "2", "--json"]
+
+    def loader(pattern, threads):
+        return [args.python, feed_py, "crema", pattern, "--case", "rrc", "--threads",
+                str(threads)]
+
+    configurations = [(tool, kind, threads, make(where[kind], threads))
+                      for threads in (1, 2)
+                      for tool, make in (("crema-feed", feed), ("crema.Loader", loader))
+                      for kind in ("files", "http")]
+    results = {}
+    try:
+        with open(args.out, "w") as out:
+            for round_number in range(args.rounds):
+                for tool, kind, threads, command in configurations:
+                    result = measure(command)
+                    result.update({"tool": tool, "read": kind, "threads": threads,
+                                   "round": round_number, "machine": machine(),
+                                   "shards": len(names)})
+                    out.write(json.dumps(result) + "\n")
+                    results.setdefault((tool, kind, threads), []).append(result)
+    finally:
+        server.stdin.close()
+        server.wait()
+
+    def median(tool, kind, threads, field="samples_per_s"):
+        return statistics.median(r[field] for r in results[(tool, kind, threads)])
+
+    print(f"machine: {machine()}")
+    print(f"{len(names)} shards of {args.images} photographs; medians of {args.rounds} rounds")
+    print(f"{'':14} {'threads':>7} {'files':>9} {'http':>9} {'http / files':>13}")
+    for tool in ("crema-feed", "crema.Loader"):
+        for threads in (1, 2):
+            files = median(tool, "files", threads)
+            http = median(tool, "http", threads)
+            print(f"{tool:14} {threads:>7} {files:>9.0f} {http:>9.0f} {http / files:>13.3f}")
+    for kind in ("files", "http"):
+        source = median("crema-feed", kind, 1, "source_samples_per_s")
+        sequential = median("crema-feed", kind, 1, "raw_read_bytes_per_s")
+        ratio = median("crema-feed", kind, 1, "source_ratio_to_raw_read")
+        print(f"source alone over {kind}: {source:.0f} samples/s; sequential 1 MiB reads "
+              f"{sequential / 1e6:.0f} MB/s; source / sequential {ratio:.2f}")
+    print(f"written: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
