@@ -38,11 +38,15 @@ def is_shards(root):
     return root.endswith(".tar")
 
 
-def crema_loader(root, case, threads, batch):
+def crema_loader(root, case, threads, batch, shard_blocks=None, http_cache=0):
     import crema
     crop = (crema.RandomResizedCrop(224) if case == "rrc"
             else crema.ResizeCenterCrop(256, 224))
-    source = crema.WebDataset(root) if is_shards(root) else crema.ImageFolder(root)
+    if is_shards(root):
+        source = crema.WebDataset(root, shard_blocks=shard_blocks,
+                                  http=crema.HTTP(cache_bytes=http_cache << 20))
+    else:
+        source = crema.ImageFolder(root)
     return crema.Loader(source,
                         crema.ImageTransform(crop=crop, flip=case == "rrc", mean=MEAN, std=STD),
                         batch, threads=threads, seed=1)
@@ -175,6 +179,10 @@ def main():
     parser.add_argument("--ready", action="store_true",
                         help="crema only: measure what a ready batch costs the loop, alone "
                              "(its 16 slots would weigh on the memory of a throughput run)")
+    parser.add_argument("--shard-blocks", type=int,
+                        help="crema, shards: shuffle shard by shard, this many at a time")
+    parser.add_argument("--http-cache", type=int, default=0,
+                        help="crema, shards behind URLs: MiB of them kept in memory")
     args = parser.parse_args()
     if args.ready:
         warm, cold = ready_batch_cost(args.root, args.case, args.batch)
@@ -186,7 +194,11 @@ def main():
         return
     make = {"crema": crema_loader, "torchvision": torchvision_loader, "dali": dali_loader,
             "ffcv": ffcv_loader}[args.loader]
-    loader = make(args.root, args.case, args.threads, args.batch)
+    if args.loader == "crema":
+        loader = crema_loader(args.root, args.case, args.threads, args.batch, args.shard_blocks,
+                              args.http_cache)
+    else:
+        loader = make(args.root, args.case, args.threads, args.batch)
     samples = batches = 0
     seconds = cpu = 0.0
     for epoch in range(args.epochs + 1):

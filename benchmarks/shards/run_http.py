@@ -8,8 +8,13 @@ same cores as the reader, as a cache or proxy beside a training job would be. Ea
 process of its own, in interleaved rounds; prints the medians and ratios with the machine,
 writes JSON lines.
 
+Two ways to read: "sample" shuffles any sample after any other and asks the server for each
+sample (a request a sample); "block" shuffles shard by shard (--shard-blocks 1) and keeps
+--cache MiB of shards in memory, in chunks of 8 MiB (a request a chunk). Files are read in the
+same order as the URLs in each.
+
     run_http.py [--folder DIR] [--images 3000] [--rounds 3] [--build build/release]
-                [--python VENV_PYTHON] [--out FILE]
+                [--python VENV_PYTHON] [--cache 80] [--out FILE]
 """
 
 import argparse
@@ -34,6 +39,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--build", type=pathlib.Path, default=REPO / "build" / "release")
     parser.add_argument("--python", default=str(REPO / "build" / "venv" / "bin" / "python"))
+    parser.add_argument("--cache", type=int, default=80,
+                        help="MiB of shards the block mode keeps: more than a shard, less "
+                             "than the data")
     parser.add_argument("--out", default="benchmarks-shards-http.json")
     args = parser.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="crema-http-bench-"))
@@ -57,16 +65,19 @@ def main():
     feed_tool = str(args.build / "examples" / "crema-feed")
     feed_py = str(REPO / "benchmarks" / "python" / "feed.py")
 
-    def feed(pattern, threads):
+    def feed(pattern, threads, mode):
+        blocks = ["--shard-blocks", "1", "--http-cache", str(args.cache)] if mode == "block" else []
         return [feed_tool, "--shards", pattern, "--batch", "32", "--random-resized-crop", "224",
                 "--mirror", "--normalize", NORMALIZE, "--producers", str(threads), "--threads",
-                str(threads), "--epochs", "2", "--json"]
+                str(threads), "--epochs", "2", "--json"] + blocks
 
-    def loader(pattern, threads):
+    def loader(pattern, threads, mode):
+        blocks = ["--shard-blocks", "1", "--http-cache", str(args.cache)] if mode == "block" else []
         return [args.python, feed_py, "crema", pattern, "--case", "rrc", "--threads",
-                str(threads)]
+                str(threads)] + blocks
 
-    configurations = [(tool, kind, threads, make(where[kind], threads))
+    configurations = [(tool, mode, kind, threads, make(where[kind], threads, mode))
+                      for mode in ("sample", "block")
                       for threads in (1, 2)
                       for tool, make in (("crema-feed", feed), ("crema.Loader", loader))
                       for kind in ("files", "http")]
@@ -74,34 +85,37 @@ def main():
     try:
         with open(args.out, "w") as out:
             for round_number in range(args.rounds):
-                for tool, kind, threads, command in configurations:
+                for tool, mode, kind, threads, command in configurations:
                     result = measure(command)
-                    result.update({"tool": tool, "read": kind, "threads": threads,
+                    result.update({"tool": tool, "mode": mode, "read": kind, "threads": threads,
                                    "round": round_number, "machine": machine(),
-                                   "shards": len(names)})
+                                   "shards": len(names), "cache_mib": args.cache})
                     out.write(json.dumps(result) + "\n")
-                    results.setdefault((tool, kind, threads), []).append(result)
+                    results.setdefault((tool, mode, kind, threads), []).append(result)
     finally:
         server.stdin.close()
         server.wait()
 
-    def median(tool, kind, threads, field="samples_per_s"):
-        return statistics.median(r[field] for r in results[(tool, kind, threads)])
+    def median(tool, mode, kind, threads, field="samples_per_s"):
+        return statistics.median(r[field] for r in results[(tool, mode, kind, threads)])
 
     print(f"machine: {machine()}")
-    print(f"{len(names)} shards of {args.images} photographs; medians of {args.rounds} rounds")
-    print(f"{'':14} {'threads':>7} {'files':>9} {'http':>9} {'http / files':>13}")
-    for tool in ("crema-feed", "crema.Loader"):
-        for threads in (1, 2):
-            files = median(tool, "files", threads)
-            http = median(tool, "http", threads)
-            print(f"{tool:14} {threads:>7} {files:>9.0f} {http:>9.0f} {http / files:>13.3f}")
-    for kind in ("files", "http"):
-        source = median("crema-feed", kind, 1, "source_samples_per_s")
-        sequential = median("crema-feed", kind, 1, "raw_read_bytes_per_s")
-        ratio = median("crema-feed", kind, 1, "source_ratio_to_raw_read")
-        print(f"source alone over {kind}: {source:.0f} samples/s; sequential 1 MiB reads "
-              f"{sequential / 1e6:.0f} MB/s; source / sequential {ratio:.2f}")
+    print(f"{len(names)} shards of {args.images} photographs; medians of {args.rounds} rounds; "
+          f"block: a shard a block, a cache of {args.cache} MiB")
+    print(f"{'':14} {'order':>6} {'threads':>7} {'files':>9} {'http':>9} {'http / files':>13}")
+    for mode in ("sample", "block"):
+        for tool in ("crema-feed", "crema.Loader"):
+            for threads in (1, 2):
+                files = median(tool, mode, "files", threads)
+                http = median(tool, mode, "http", threads)
+                print(f"{tool:14} {mode:>6} {threads:>7} {files:>9.0f} {http:>9.0f} "
+                      f"{http / files:>13.3f}")
+    for mode in ("sample", "block"):
+        for kind in ("files", "http"):
+            source = median("crema-feed", mode, kind, 1, "source_samples_per_s")
+            sequential = median("crema-feed", mode, kind, 1, "raw_read_bytes_per_s")
+            print(f"source alone, {mode} order, over {kind}: {source:.0f} samples/s; "
+                  f"sequential 1 MiB reads {sequential / 1e6:.0f} MB/s")
     print(f"written: {args.out}")
 
 

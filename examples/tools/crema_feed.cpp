@@ -73,7 +73,7 @@ constexpr std::string_view usage = R"(usage:
              (--random-resized-crop S | --resize S --center-crop C) [--mirror]
              [--normalize m1,m2,m3/s1,s2,s3] [--exact | --reduced-detail] [--producers P]
              [--threads T]
-             [--epochs E] [--seed S] [--dump FILE] [--json]
+             [--epochs E] [--seed S] [--dump FILE] [--json] [--shard-blocks N] [--http-cache M]
       Reads the JPEGs of ROOT (one folder per class, as torchvision's ImageFolder; or the
       `path label` lines of FILE under ROOT, as Caffe's ImageData) E times through decoding
       only the window each sample needs, RandomResizedCrop(S) or Resize(S) + CenterCrop(C), a
@@ -90,7 +90,10 @@ constexpr std::string_view usage = R"(usage:
       --shards reads WebDataset tar shards instead (`train-{000000..000127}.tar`, or a glob):
       each sample's jpg/jpeg/png/webp member and its cls; `crema-shards write` makes them from
       a folder. The decode-only loop then reads each sample's image from its shard. Shards may
-      be http://, https:// or s3:// URLs (crema::http; S3 signed with the AWS_* environment).
+      be http://, https:// or s3:// URLs (crema::http; S3 signed with the AWS_* environment);
+      --http-cache M keeps M MiB of them in memory, in chunks of 8 MiB read whole.
+      --shard-blocks N shuffles shard by shard: the shards in a keyed order, read N at a time,
+      the samples of those N in a keyed order of their own (what a cache of N shards holds).
 )";
 
 double seconds_since(clock_type::time_point start) {
@@ -506,13 +509,16 @@ requires is_shard_source<Source> std::optional<raw_read_rates> raw_read(const So
 }
 
 // Where the shards named by URL are read from: crema::http's storage, where crema-feed has it.
-std::shared_ptr<const crema::shard_storage> storage_for(const std::vector<std::string>& paths) {
+std::shared_ptr<const crema::shard_storage> storage_for(const std::vector<std::string>& paths,
+                                                        const crema::tools::arguments& args) {
   if (std::none_of(paths.begin(), paths.end(),
                    [](const std::string& path) { return crema::is_url(path); })) {
     return nullptr;
   }
 #if defined(CREMA_FEED_HTTP)
-  return std::make_shared<const crema::http_storage>();
+  crema::http_options options;
+  options.cache_bytes = args.count("http-cache", 0) << 20;
+  return std::make_shared<const crema::http_storage>(options);
 #else
   throw usage_error("--shards: URLs need crema-feed built with crema::http (libcurl)");
 #endif
@@ -581,7 +587,15 @@ int feed_images(const crema::tools::arguments& args, Source source, const std::s
     options.decode.detail = crema::decode_detail::reduced;
   }
   const std::size_t files = warm_samples(source);
-  source.shuffle(args.count("seed", 0));
+  if constexpr (is_shard_source<Source>) {
+    if (args.option("shard-blocks")) {
+      source.shuffle_shards(args.count("seed", 0), args.count("shard-blocks", 1));
+    } else {
+      source.shuffle(args.count("seed", 0));
+    }
+  } else {
+    source.shuffle(args.count("seed", 0));
+  }
   const double baseline_per_s = decode_only(source, threads, epochs);
   const std::optional<raw_read_rates> raw = raw_read(source);
 
@@ -675,10 +689,15 @@ int main(int argc, char** argv) {
         argc, argv, 1, {"mirror", "ordered", "checksum", "json", "exact", "reduced-detail"},
         {"batch", "crop", "mean-file", "mean-values", "scale", "producers", "threads", "epochs",
          "seed", "images", "list", "shards", "random-resized-crop", "resize", "center-crop",
-         "normalize", "dump"});
+         "normalize", "dump", "shard-blocks", "http-cache"});
     const auto shards = args.option("shards");
     if (shards && (args.option("images") || args.option("list"))) {
       throw usage_error("--shards or --images: one data set");
+    }
+    for (const char* shards_only : {"shard-blocks", "http-cache"}) {
+      if (!shards && args.option(shards_only)) {
+        throw usage_error(fmt::format("--{} goes with --shards", shards_only));
+      }
     }
     if (const auto root = shards ? shards : args.option("images")) {
       if (args.positional_count() != 0) throw usage_error("--images and --shards read no DB");
@@ -695,7 +714,7 @@ int main(int argc, char** argv) {
         const auto tfrecords = std::count_if(paths.begin(), paths.end(), [](const auto& path) {
           return path.ends_with(".tfrecord") || path.ends_with(".tfrecords");
         });
-        auto storage = storage_for(paths);
+        auto storage = storage_for(paths, args);
         if (tfrecords == 0) {
           return feed_images(args, crema::webdataset_source(std::move(paths), std::move(storage)),
                              *shards);

@@ -60,12 +60,25 @@ template <class Source>
   options.s3_endpoint = spec.http.s3_endpoint;
   options.region = spec.http.region;
   options.headers = spec.http.headers;
+  options.cache_bytes = spec.http.cache_bytes;
+  options.chunk_bytes = spec.http.chunk_bytes;
   return std::make_shared<const http_storage>(std::move(options));
 #else
   detail::fail<config_error>(
       "shard {}: a URL, and this build of crema has no crema::http (libcurl) to read it",
       spec.shards.front());
 #endif
+}
+
+/// Shuffles a shard source as `spec` asks: any sample after any other, or shard by shard.
+template <class Source>
+void shuffle_shards(Source& source, const source_spec& spec, std::uint64_t seed) {
+  if (!spec.shuffle) return;
+  if (spec.shard_blocks != 0) {
+    source.shuffle_shards(seed, spec.shard_blocks);
+  } else {
+    source.shuffle(seed);
+  }
 }
 
 /// @return `build(make_source, classes)` for the image files or shards `spec` names: a folder
@@ -77,17 +90,16 @@ template <class Build>
         spec.indexes.empty()
             ? webdataset_source(spec.shards, storage_for(spec))
             : webdataset_source(spec.shards, shard_indexes{spec.indexes}, storage_for(spec));
-    if (spec.shuffle) shards.shuffle(seed);
+    shuffle_shards(shards, spec, seed);
     return build(prepared(std::move(shards), spec), std::vector<std::string>{});
   }
   if (spec.kind == "tfrecord") {
     const tf_image_features features{spec.image_feature, spec.label_feature};
-    tfrecord_source records =
-        spec.indexes.empty()
-            ? tfrecord_source(spec.shards, features, storage_for(spec))
-            : tfrecord_source(spec.shards, shard_indexes{spec.indexes}, features,
-                              storage_for(spec));
-    if (spec.shuffle) records.shuffle(seed);
+    tfrecord_source records = spec.indexes.empty()
+                                  ? tfrecord_source(spec.shards, features, storage_for(spec))
+                                  : tfrecord_source(spec.shards, shard_indexes{spec.indexes},
+                                                    features, storage_for(spec));
+    shuffle_shards(records, spec, seed);
     return build(prepared(std::move(records), spec), std::vector<std::string>{});
   }
   if (spec.kind == "folder") {

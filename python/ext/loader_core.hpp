@@ -82,6 +82,8 @@ struct http_spec {
   std::string s3_endpoint;
   std::string region;
   std::vector<std::string> headers;
+  std::size_t cache_bytes = 0;
+  std::size_t chunk_bytes = std::size_t{8} << 20;
 };
 
 struct source_spec {
@@ -92,6 +94,7 @@ struct source_spec {
   std::vector<std::string> shards;   ///< a shard source's files
   std::vector<std::string> indexes;  ///< their index files (DALI's formats), or none
   http_spec http;                    ///< how shards and index files named by URL are read
+  std::size_t shard_blocks = 0;      ///< shuffled shard by shard, this many at a time; 0: not
   std::string image_feature;         ///< a TFRecord's image and class features
   std::string label_feature;
   bool shuffle = true;

@@ -398,7 +398,9 @@ NB_MODULE(_crema, module) {
       .def_rw("aws_sigv4", &http_spec::aws_sigv4)
       .def_rw("s3_endpoint", &http_spec::s3_endpoint)
       .def_rw("region", &http_spec::region)
-      .def_rw("headers", &http_spec::headers);
+      .def_rw("headers", &http_spec::headers)
+      .def_rw("cache_bytes", &http_spec::cache_bytes)
+      .def_rw("chunk_bytes", &http_spec::chunk_bytes);
 
   nb::class_<source_spec>(module, "SourceSpec")
       .def(nb::init<>())
@@ -409,6 +411,7 @@ NB_MODULE(_crema, module) {
       .def_rw("shards", &source_spec::shards)
       .def_rw("indexes", &source_spec::indexes)
       .def_rw("http", &source_spec::http)
+      .def_rw("shard_blocks", &source_spec::shard_blocks)
       .def_rw("image_feature", &source_spec::image_feature)
       .def_rw("label_feature", &source_spec::label_feature)
       .def_rw("shuffle", &source_spec::shuffle)

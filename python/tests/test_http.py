@@ -10,6 +10,7 @@ import re
 import threading
 import urllib.parse
 
+import numpy as np
 import pytest
 
 import crema
@@ -171,6 +172,28 @@ def test_tfrecord_files_over_http_give_the_files_batches(photos, tmp_path, serve
                             label="class")
     local = crema.TFRecord(str(tmp_path / "shard-*.tfrecord"), image="jpeg", label="class")
     assert same(epoch(source, shuffle=False), epoch(local, shuffle=False))
+
+
+def test_shard_by_shard_over_a_cache_gives_the_files_batches_in_fewer_requests(photos, tmp_path,
+                                                                               serve):
+    paths = write_webdataset(photos, tmp_path)
+    server = serve(tmp_path)
+    urls = [server.url(path.name) for path in paths]
+    local = epoch(crema.WebDataset([str(path) for path in paths], shard_blocks=1))
+    plain = epoch(crema.WebDataset([str(path) for path in paths]))
+    assert not same(local, plain)  # another order
+    assert sorted(np.concatenate([labels for _, labels in local]).tolist()) == \
+        sorted(np.concatenate([labels for _, labels in plain]).tolist())
+    cached = crema.HTTP(cache_bytes=4 << 20, chunk_bytes=64 << 10)
+    requests = len(server.requests)
+    assert same(epoch(crema.WebDataset(urls, shard_blocks=1, http=cached)), local)
+    chunks = sum((path.stat().st_size + (64 << 10) - 1) // (64 << 10) for path in paths)
+    sizes = len(urls)  # each shard's size asked once; its headers and samples read by chunk
+    assert len(server.requests) - requests == sizes + chunks
+    with pytest.raises(ValueError, match="shard_blocks must be an int >= 1 or None"):
+        crema.WebDataset(urls, shard_blocks=0)
+    with pytest.raises(ValueError, match="cache_bytes must be an int >= 0"):
+        crema.HTTP(cache_bytes=-1)
 
 
 def test_failures_are_retried_and_refusals_name_the_url(photos, tmp_path, serve):

@@ -21,6 +21,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -249,6 +250,89 @@ TEST_SUITE("http") {
     CHECK(pass_of(remote) == pass_of(local));
   }
 
+  TEST_CASE("with a cache, reads come from chunks fetched once, the least recently used dropped") {
+    scratch_directory scratch("http-cache");
+    const auto bytes = pattern(250'000, 4);  // chunks of 64 KiB: 3 whole, then 53,392 bytes
+    write_file(scratch.path() / "blob.bin", bytes);
+    loopback_http_server server(scratch.path());
+    crema::http_options options = quick();
+    options.chunk_bytes = 65'536;
+    options.cache_bytes = 2 * 65'536;
+    const auto storage = std::make_shared<crema::http_storage>(options);
+    const crema::shard_file file(server.url("blob.bin"), storage);
+    const auto read = [&](std::size_t offset, std::size_t size) {
+      std::vector<std::byte> got(size);
+      file.read_at(offset, got);
+      return std::equal(got.begin(), got.end(),
+                        bytes.begin() + static_cast<std::ptrdiff_t>(offset));
+    };
+    const std::size_t sized = server.requests();  // the size, asked when the file opened
+    CHECK(read(0, 1000));
+    CHECK(read(5000, 60'000));
+    CHECK(read(65'000, 1000));  // across chunks 0 and 1
+    CHECK(server.requests() - sized == 2);
+    CHECK(read(100, 100));         // chunk 0, used after chunk 1 now
+    CHECK(read(240'000, 10'000));  // the last chunk, short: chunk 1, least recently used, dropped
+    CHECK(read(200, 100));         // chunk 0 still there
+    CHECK(server.requests() - sized == 3);
+    CHECK(read(70'000, 100));  // chunk 1 again
+    CHECK(server.requests() - sized == 4);
+    CHECK(storage->statistics().bytes == 3 * 65'536 + (250'000 - 3 * 65'536));
+
+    INFO("threads that want one chunk at once share one request");
+    const std::size_t before = server.requests();
+    std::vector<std::thread> readers;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 4; ++t) {
+      readers.emplace_back([&, t] {
+        if (!read(131'072 + static_cast<std::size_t>(t) * 1000, 5000)) ++wrong;
+      });
+    }
+    for (std::thread& reader : readers) reader.join();
+    CHECK(wrong == 0);
+    CHECK(server.requests() - before == 1);
+
+    INFO("a chunk whose fetch fails is not kept: the next read asks again");
+    server.fail_next(3, fault::status, 500);
+    std::vector<std::byte> got(10);
+    CHECK(message_of<crema::io_error>([&] {
+            file.read_at(200'000, got);
+          }).ends_with("HTTP 500: injected failure (after 3 attempts)"));
+    CHECK(read(200'000, 10));
+  }
+
+  TEST_CASE("shards shuffled shard by shard, over a cache of a block: a request a chunk") {
+    scratch_directory scratch("http-blocks");
+    write_shards(scratch.path(), 4, 30);
+    loopback_http_server server(scratch.path());
+    crema::http_options options = quick();
+    options.chunk_bytes = 128 * 1024;
+    std::uint64_t chunks = 0;
+    std::uint64_t most = 0;  // the most chunks of a shard
+    for (std::size_t s = 0; s < 4; ++s) {
+      const std::string shard = (scratch.path() / fmt::format("train-{}.tar", s)).string();
+      const std::uint64_t of_shard =
+          (fs::file_size(shard) + options.chunk_bytes - 1) / options.chunk_bytes;
+      chunks += of_shard;
+      most = std::max(most, of_shard);
+      std::ofstream(shard + ".idx")
+          << crema::webdataset_index_text(crema::index_webdataset(crema::shard_file(shard)));
+    }
+    options.cache_bytes = 2 * most * options.chunk_bytes;  // a block of two shards, not all four
+    const auto storage = std::make_shared<crema::http_storage>(options);
+    crema::webdataset_source local(
+        crema::shard_paths((scratch.path() / "train-{0..3}.tar").string()));
+    crema::webdataset_source remote(
+        crema::shard_paths(server.url("train-{0..3}.tar")),
+        crema::shard_indexes{crema::shard_paths(server.url("train-{0..3}.tar.idx"))}, storage);
+    local.shuffle_shards(3, 2);
+    remote.shuffle_shards(3, 2);
+    const std::size_t opened = server.requests();
+    CHECK(pass_of(remote) == pass_of(local));
+    CHECK(server.requests() - opened == chunks);  // every chunk once, for 120 samples
+    CHECK(storage->statistics().retries == 0);
+  }
+
   TEST_CASE("failed attempts are retried with backoff; the read then gives every byte") {
     scratch_directory scratch("http-retry");
     const auto bytes = pattern(200'000, 9);
@@ -355,6 +439,11 @@ TEST_SUITE("http") {
           "shard s3://bucket: an S3 URL is s3://bucket/key");
     crema::http_options odd;
     odd.headers = {"no colon here"};
+    crema::http_options no_chunks;
+    no_chunks.cache_bytes = 1000;
+    no_chunks.chunk_bytes = 0;
+    CHECK(message_of<crema::config_error>([&] { crema::http_storage{no_chunks}; }) ==
+          "http_storage: a cache of 1000 bytes needs chunks of at least a byte");
     CHECK(message_of<crema::config_error>([&] { crema::http_storage{odd}; }) ==
           "http_storage: header \"no colon here\" is not \"Name: value\"");
   }

@@ -537,6 +537,85 @@ TEST_SUITE("webdataset_source") {
           }).starts_with("resume_position: 24 records read is not a whole number"));
   }
 
+  TEST_CASE(
+      "shuffled shard by shard: every sample once, each block of shards read whole before the "
+      "next, the shards' order and the samples' changing each pass, the same for the same seed") {
+    scratch_directory scratch("wds-blocks");
+    std::vector<std::string> shards;
+    std::map<std::string, std::size_t> shard_of;  // key -> shard
+    const std::vector<std::size_t> sizes = {7, 3, 9, 5, 6, 8, 4};
+    std::size_t first = 0;
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      shards.push_back((scratch.path() / fmt::format("s{}.tar", s)).string());
+      write_shard(shards.back(), fmt::format("s{}", s), first, sizes[s]);
+      for (std::size_t i = first; i < first + sizes[s]; ++i) {
+        shard_of[fmt::format("s{}/{:05}", s, i)] = s;
+      }
+      first += sizes[s];
+    }
+    crema::webdataset_source source(shards);
+    source.shuffle_shards(13, 2);
+    std::vector<std::vector<std::string>> passes;
+    for (int pass = 0; pass < 3; ++pass) {
+      passes.push_back(keys_of_pass(source));
+      const auto& keys = passes.back();
+      CHECK(keys.size() == first);
+      CHECK(std::set(keys.begin(), keys.end()).size() == first);
+      // Blocks of two shards (the last of one): a shard's samples never come after a later
+      // block's, and within a block the two shards' samples mix.
+      std::vector<std::size_t> blocks;  // the shards in the order their blocks ended
+      std::set<std::size_t> open;
+      std::size_t read = 0;
+      for (const std::string& key : keys) {
+        open.insert(shard_of.at(key));
+        ++read;
+        std::size_t whole = 0;
+        for (const std::size_t s : open) whole += sizes[s];
+        if (read == whole) {  // the shards begun so far are read whole: a block ends here
+          CHECK(open.size() - blocks.size() <= 2);
+          for (const std::size_t s : open) {
+            if (std::find(blocks.begin(), blocks.end(), s) == blocks.end()) blocks.push_back(s);
+          }
+        }
+      }
+      CHECK(blocks.size() == sizes.size());
+      source.rewind();
+    }
+    CHECK(passes[0] != passes[1]);
+    CHECK(passes[1] != passes[2]);
+    crema::webdataset_source again(shards);
+    again.shuffle_shards(13, 2);
+    CHECK(keys_of_pass(again) == passes[0]);
+
+    INFO("ranks: disjoint, together every sample; a position resumes the same samples");
+    std::multiset<std::string> seen;
+    for (std::size_t rank = 0; rank < 3; ++rank) {
+      crema::webdataset_source part(shards);
+      part.shuffle_shards(13, 2);
+      part.shard(rank, 3);
+      part.set_epoch(1);
+      for (int i = 0; i < 2; ++i) seen.insert(std::string(part.next()->key()));
+      const auto position = part.position();
+      const auto rest = keys_of_pass(part);
+      seen.insert(rest.begin(), rest.end());
+      crema::webdataset_source resumed(shards);
+      resumed.shuffle_shards(13, 2);
+      resumed.shard(rank, 3);
+      resumed.set_epoch(1);
+      resumed.seek(position);
+      CHECK(keys_of_pass(resumed) == rest);
+    }
+    CHECK(seen.size() == first);
+    CHECK(std::set(seen.begin(), seen.end()).size() == first);
+
+    INFO("shuffle(seed) goes back to any sample after any other; a block of no shard is refused");
+    source.shuffle(13);
+    source.set_epoch(0);
+    CHECK(keys_of_pass(source) != passes[0]);
+    CHECK(message_of<crema::config_error>([&] { source.shuffle_shards(1, 0); }) ==
+          "webdataset_source: shuffle_shards needs at least one shard a block");
+  }
+
   TEST_CASE("no shard, an empty shard, a shard that is not a tar: errors at start naming it") {
     scratch_directory scratch("wds-errors");
     CHECK(message_of<crema::config_error>([] {

@@ -42,19 +42,23 @@ class HTTP:
     s3_endpoint: str
     region: str
     headers: list[str]
+    cache_bytes: int
+    chunk_bytes: int
     def __init__(self, retries: int = 5, backoff: float = 0.2, most_backoff: float = 10.0,
                  connect_timeout: float = 10.0, request_timeout: float | None = None,
                  stall_timeout: int = 30, aws_sigv4: str | None = None,
                  s3_endpoint: str | None = None, region: str | None = None,
-                 headers: Sequence[str] = ()) -> None: ...
+                 headers: Sequence[str] = (), cache_bytes: int = 0,
+                 chunk_bytes: int = 8388608) -> None: ...
 
 class WebDataset:
     shards: list[str]
     index: list[str]
     http: HTTP
+    shard_blocks: int
     def __init__(self, shards: _Path | Sequence[_Path],
                  index: Literal["auto"] | _Path | Sequence[_Path] | None = None,
-                 http: HTTP | None = None) -> None: ...
+                 http: HTTP | None = None, shard_blocks: int | None = None) -> None: ...
 
 class TFRecord:
     shards: list[str]
@@ -62,10 +66,11 @@ class TFRecord:
     image: str
     label: str
     http: HTTP
+    shard_blocks: int
     def __init__(self, shards: _Path | Sequence[_Path], image: str = "image/encoded",
                  label: str = "image/class/label",
                  index: Literal["auto"] | _Path | Sequence[_Path] | None = None,
-                 http: HTTP | None = None) -> None: ...
+                 http: HTTP | None = None, shard_blocks: int | None = None) -> None: ...
 
 class RandomResizedCrop:
     size: tuple[int, int]

@@ -157,11 +157,16 @@ class HTTP:
         s3_endpoint: where ``s3://`` URLs are read from (``<endpoint>/bucket/key``).
         region: the region S3 requests are signed for.
         headers: extra request headers, ``"Name: value"`` each.
+        cache_bytes: bytes of shards kept in memory, in chunks of ``chunk_bytes`` read whole
+            (the least recently used dropped first); 0: none, one request a sample. With a
+            source shuffled shard by shard (``shard_blocks``), a cache that holds a block makes
+            one request a chunk.
+        chunk_bytes: the size of the cache's chunks.
     """
 
     def __init__(self, retries=5, backoff=0.2, most_backoff=10.0, connect_timeout=10.0,
                  request_timeout=None, stall_timeout=30, aws_sigv4=None, s3_endpoint=None,
-                 region=None, headers=()):
+                 region=None, headers=(), cache_bytes=0, chunk_bytes=8 << 20):
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(f"crema.HTTP: retries must be an int >= 0, not {retries!r}")
         for name, value in (("backoff", backoff), ("most_backoff", most_backoff),
@@ -178,6 +183,10 @@ class HTTP:
                              f"{stall_timeout!r}")
         if isinstance(headers, str) or not all(isinstance(h, str) for h in headers):
             raise TypeError("crema.HTTP: headers must be a sequence of 'Name: value' strings")
+        for name, value, least in (("cache_bytes", cache_bytes, 0),
+                                   ("chunk_bytes", chunk_bytes, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"crema.HTTP: {name} must be an int >= {least}, not {value!r}")
         self.retries = retries
         self.backoff = float(backoff)
         self.most_backoff = float(most_backoff)
@@ -188,6 +197,8 @@ class HTTP:
         self.s3_endpoint = s3_endpoint or ""
         self.region = region or ""
         self.headers = list(headers)
+        self.cache_bytes = cache_bytes
+        self.chunk_bytes = chunk_bytes
 
     def _spec(self):
         spec = _crema.HTTPSpec()
@@ -201,10 +212,22 @@ class HTTP:
         spec.s3_endpoint = self.s3_endpoint
         spec.region = self.region
         spec.headers = self.headers
+        spec.cache_bytes = self.cache_bytes
+        spec.chunk_bytes = self.chunk_bytes
         return spec
 
     def __repr__(self):
         return f"crema.HTTP(retries={self.retries}, request_timeout={self.request_timeout!r})"
+
+
+def _shard_blocks_of(owner, shard_blocks):
+    """``shard_blocks`` checked: None, or shards a block (an int >= 1)."""
+    if shard_blocks is None:
+        return 0
+    if not isinstance(shard_blocks, int) or isinstance(shard_blocks, bool) or shard_blocks < 1:
+        raise ValueError(f"{owner}: shard_blocks must be an int >= 1 or None, not "
+                         f"{shard_blocks!r}")
+    return shard_blocks
 
 
 def _http_of(owner, http, shards):
@@ -232,12 +255,16 @@ class WebDataset:
             each: the loader then opens without reading the shards' headers (over HTTP, one
             request an index instead of one a member).
         http: how URLs are read, a ``crema.HTTP`` (its defaults where None).
+        shard_blocks: shuffle shard by shard, as a reader over a network wants: each epoch
+            the shards in a keyed order, ``shard_blocks`` at a time, the samples of those
+            shards in a keyed order of their own; None: any sample after any other.
     """
 
-    def __init__(self, shards, index=None, http=None):
+    def __init__(self, shards, index=None, http=None, shard_blocks=None):
         self.shards = _shard_paths("crema.WebDataset", shards)
         self.index = _index_paths("crema.WebDataset", index, self.shards)
         self.http = _http_of("crema.WebDataset", http, self.shards + self.index)
+        self.shard_blocks = _shard_blocks_of("crema.WebDataset", shard_blocks)
 
     def _spec(self):
         spec = _crema.SourceSpec()
@@ -245,6 +272,7 @@ class WebDataset:
         spec.shards = self.shards
         spec.indexes = self.index
         spec.http = self.http._spec()
+        spec.shard_blocks = self.shard_blocks
         return spec
 
     def __repr__(self):
@@ -264,13 +292,15 @@ class TFRecord:
             index``'s), as ``crema.WebDataset`` takes them; each record's header is then
             checked when the record is read.
         http: how URLs are read, a ``crema.HTTP`` (its defaults where None).
+        shard_blocks: shuffle shard by shard, as ``crema.WebDataset`` does.
     """
 
     def __init__(self, shards, image="image/encoded", label="image/class/label", index=None,
-                 http=None):
+                 http=None, shard_blocks=None):
         self.shards = _shard_paths("crema.TFRecord", shards)
         self.index = _index_paths("crema.TFRecord", index, self.shards)
         self.http = _http_of("crema.TFRecord", http, self.shards + self.index)
+        self.shard_blocks = _shard_blocks_of("crema.TFRecord", shard_blocks)
         for name, value in (("image", image), ("label", label)):
             if not isinstance(value, str) or not value:
                 raise TypeError(f"crema.TFRecord: {name} must be a feature name")
@@ -283,6 +313,7 @@ class TFRecord:
         spec.shards = self.shards
         spec.indexes = self.index
         spec.http = self.http._spec()
+        spec.shard_blocks = self.shard_blocks
         spec.image_feature = self.image
         spec.label_feature = self.label
         return spec

@@ -50,6 +50,12 @@ struct http_options {
   std::string region;
   /// Headers sent with every request, `Name: value` each.
   std::vector<std::string> headers;
+  /// Bytes of shards kept in memory, in chunks of `chunk_bytes` read whole, the least recently
+  /// used dropped first; 0: none kept, each read its own request. With a source shuffled shard
+  /// by shard (`shuffle_shards`), a cache that holds a block of shards turns a request a sample
+  /// into a request a chunk.
+  std::size_t cache_bytes = 0;
+  std::size_t chunk_bytes = std::size_t{8} << 20;
 };
 
 /// @brief What an `http_storage` has done since it was made.

@@ -10,11 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -176,6 +179,10 @@ struct http_storage::state {
       plain.add(header);
       signed_s3.add(header);
     }
+    if (options.cache_bytes != 0 && options.chunk_bytes == 0) {
+      detail::fail<config_error>(
+          "http_storage: a cache of {} bytes needs chunks of at least a byte", options.cache_bytes);
+    }
     const std::string key = detail::environment("AWS_ACCESS_KEY_ID");
     const std::string secret = detail::environment("AWS_SECRET_ACCESS_KEY");
     if (!key.empty() && !secret.empty()) credentials = key + ":" + secret;
@@ -267,8 +274,9 @@ struct http_storage::state {
 
   // One attempt: a GET of `into.size()` bytes from `first`; `sizing`: of the first byte, for the
   // object's size (a GET rather than a HEAD, so that a refusal comes with its reason).
+  // `to_end`: the object may end before `into` is full (a chunk at its end).
   detail::http_attempt attempt(const target& where, std::uint64_t first, std::span<std::byte> into,
-                               bool sizing) const {
+                               bool sizing, bool to_end = false) const {
     const handle_lease leased = lease();
     CURL* const handle = leased.handle;
     requests.fetch_add(1, std::memory_order_relaxed);
@@ -338,12 +346,91 @@ struct http_storage::state {
       }
       return made;
     }
-    if (sink.written != into.size()) {
+    if (sink.written != into.size() &&
+        !(to_end && sink.total && first + sink.written == *sink.total)) {
       made.failure =
           crema::detail::format("the answer ended {} bytes short", into.size() - sink.written);
       made.retryable = true;
     }
     return made;
+  }
+
+  // Reads into `into` from `offset` with retries: the bytes read (fewer than asked only where
+  // `to_end` lets the object end first).
+  std::size_t read_range(const std::string& url, const target& where, std::uint64_t offset,
+                         std::span<std::byte> into, bool to_end) const {
+    std::size_t done = 0;
+    for (int attempt = 0;; ++attempt) {
+      if (attempt > 0) {
+        retries.fetch_add(1, std::memory_order_relaxed);
+        std::this_thread::sleep_for(backoff(attempt));
+      }
+      const detail::http_attempt made =
+          this->attempt(where, offset + done, into.subspan(done), false, to_end);
+      done += made.bytes;
+      if (made.failure.empty()) return done;
+      if (!made.retryable || attempt >= options.retries) {
+        detail::fail_with_code<io_error>(
+            detail::errno_of_status(made.status),
+            "shard {}: cannot read {} bytes at byte {}{}: {}{}", url, into.size() - done,
+            offset + done, where.url == url ? std::string() : " (at " + where.url + ")",
+            made.failure,
+            attempt > 0 ? crema::detail::format(" (after {} attempts)", attempt + 1) : "");
+      }
+    }
+  }
+
+  // One chunk of an object in the cache: its bytes once fetched; until then, readers of it wait.
+  struct chunk {
+    std::shared_ptr<const std::vector<std::byte>> bytes;              // null while it is fetched
+    std::list<std::pair<std::string, std::uint64_t>>::iterator used;  // its place by last use
+  };
+
+  // Chunk `number` of `url`, from the cache or fetched now (once, however many readers ask).
+  std::shared_ptr<const std::vector<std::byte>> cached_chunk(const std::string& url,
+                                                             const target& where,
+                                                             std::uint64_t number) const {
+    const std::pair<std::string, std::uint64_t> key{url, number};
+    std::unique_lock lock(cache_mutex);
+    for (;;) {
+      const auto found = chunks.find(key);
+      if (found == chunks.end()) break;
+      if (found->second.bytes != nullptr) {
+        recency.splice(recency.begin(), recency, found->second.used);
+        return found->second.bytes;
+      }
+      chunk_ready.wait(lock);  // another reader fetches it; look again (it may have failed)
+    }
+    recency.push_front(key);
+    chunks.emplace(key, chunk{nullptr, recency.begin()});
+    lock.unlock();
+    std::shared_ptr<std::vector<std::byte>> bytes;
+    try {
+      bytes = std::make_shared<std::vector<std::byte>>(options.chunk_bytes);
+      bytes->resize(read_range(url, where, number * options.chunk_bytes, *bytes, true));
+    } catch (...) {
+      lock.lock();
+      const auto failed = chunks.find(key);
+      recency.erase(failed->second.used);
+      chunks.erase(failed);
+      chunk_ready.notify_all();
+      throw;
+    }
+    lock.lock();
+    chunks.at(key).bytes = bytes;
+    cached_bytes += bytes->size();
+    // The least recently used fetched chunks out, while the cache holds more than it may.
+    for (auto last = recency.end();
+         cached_bytes > options.cache_bytes && last != recency.begin();) {
+      --last;
+      const auto old = chunks.find(*last);
+      if (old->second.bytes == nullptr || old->second.bytes == bytes) continue;
+      cached_bytes -= old->second.bytes->size();
+      chunks.erase(old);
+      last = recency.erase(last);
+    }
+    chunk_ready.notify_all();
+    return bytes;
   }
 
   // The wait before retry `retry` (1 for the first): the backoff doubled, capped, drawn between
@@ -370,6 +457,12 @@ struct http_storage::state {
   mutable std::atomic<std::uint64_t> requests{0};
   mutable std::atomic<std::uint64_t> retries{0};
   mutable std::atomic<std::uint64_t> bytes_read{0};
+  // The chunk cache (where options.cache_bytes is not 0).
+  mutable std::mutex cache_mutex;
+  mutable std::condition_variable chunk_ready;
+  mutable std::map<std::pair<std::string, std::uint64_t>, chunk> chunks;
+  mutable std::list<std::pair<std::string, std::uint64_t>> recency;  // most recently used first
+  mutable std::size_t cached_bytes = 0;
 };
 
 CREMA_LIBRARY_INLINE http_storage::http_storage(http_options options)
@@ -410,23 +503,26 @@ CREMA_LIBRARY_INLINE void http_storage::read(const std::string& url, std::uint64
                                              std::span<std::byte> into) const {
   if (into.empty()) return;
   const state::target where = state_->target_of(url);
+  if (state_->options.cache_bytes == 0) {
+    (void)state_->read_range(url, where, offset, into, false);
+    return;
+  }
+  const std::uint64_t chunk = state_->options.chunk_bytes;
   std::size_t done = 0;
-  for (int attempt = 0;; ++attempt) {
-    if (attempt > 0) {
-      state_->retries.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::sleep_for(state_->backoff(attempt));
+  while (done < into.size()) {
+    const std::uint64_t at = offset + done;
+    const auto bytes = state_->cached_chunk(url, where, at / chunk);
+    const std::uint64_t within = at % chunk;
+    if (within >= bytes->size()) {
+      detail::fail_with_code<io_error>(0, "shard {}: ends at byte {}, {} bytes short of byte {}",
+                                       url, at - within + bytes->size(), into.size() - done,
+                                       offset + into.size());
     }
-    const detail::http_attempt made =
-        state_->attempt(where, offset + done, into.subspan(done), false);
-    done += made.bytes;
-    if (made.failure.empty()) return;
-    if (!made.retryable || attempt >= state_->options.retries) {
-      detail::fail_with_code<io_error>(
-          detail::errno_of_status(made.status), "shard {}: cannot read {} bytes at byte {}{}: {}{}",
-          url, into.size() - done, offset + done,
-          where.url == url ? std::string() : " (at " + where.url + ")", made.failure,
-          attempt > 0 ? crema::detail::format(" (after {} attempts)", attempt + 1) : "");
-    }
+    const std::size_t part =
+        std::min<std::size_t>(into.size() - done, bytes->size() - static_cast<std::size_t>(within));
+    std::copy_n(bytes->begin() + static_cast<std::ptrdiff_t>(within), part,
+                into.begin() + static_cast<std::ptrdiff_t>(done));
+    done += part;
   }
 }
 
