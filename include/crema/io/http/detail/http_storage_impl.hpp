@@ -403,10 +403,15 @@ struct http_storage::state {
     }
     recency.push_front(key);
     chunks.emplace(key, chunk{nullptr, recency.begin()});
-    lock.unlock();
     std::shared_ptr<std::vector<std::byte>> bytes;
+    if (!spare.empty()) {  // a dropped chunk's memory, its pages already mapped
+      bytes = std::move(spare.back());
+      spare.pop_back();
+    }
+    lock.unlock();
     try {
-      bytes = std::make_shared<std::vector<std::byte>>(options.chunk_bytes);
+      if (bytes == nullptr) bytes = std::make_shared<std::vector<std::byte>>();
+      bytes->resize(options.chunk_bytes);
       bytes->resize(read_range(url, where, number * options.chunk_bytes, *bytes, true));
     } catch (...) {
       lock.lock();
@@ -426,6 +431,9 @@ struct http_storage::state {
       const auto old = chunks.find(*last);
       if (old->second.bytes == nullptr || old->second.bytes == bytes) continue;
       cached_bytes -= old->second.bytes->size();
+      if (old->second.bytes.use_count() == 1 && spare.size() < most_spare) {  // no reader has it
+        spare.push_back(std::const_pointer_cast<std::vector<std::byte>>(old->second.bytes));
+      }
       chunks.erase(old);
       last = recency.erase(last);
     }
@@ -463,6 +471,9 @@ struct http_storage::state {
   mutable std::map<std::pair<std::string, std::uint64_t>, chunk> chunks;
   mutable std::list<std::pair<std::string, std::uint64_t>> recency;  // most recently used first
   mutable std::size_t cached_bytes = 0;
+  // Dropped chunks' memory, kept for the next fetches (fresh memory costs a page fault a page).
+  static constexpr std::size_t most_spare = 2;
+  mutable std::vector<std::shared_ptr<std::vector<std::byte>>> spare;
 };
 
 CREMA_LIBRARY_INLINE http_storage::http_storage(http_options options)
