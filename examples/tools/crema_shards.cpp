@@ -1,8 +1,10 @@
-// crema-shards: writes a folder or list of images as WebDataset tar shards or TFRecord files,
-// and says what a set of shards holds or whether every byte of it can be read.
+// crema-shards: writes a folder or list of images, or a Caffe LMDB, as WebDataset tar shards or
+// TFRecord files, and says what a set of shards holds or whether every byte of it can be read.
 
 #include "cli.hpp"
 
+#include <crema/io/caffe/datum.hpp>
+#include <crema/io/image/image_codec.hpp>
 #include <crema/io/image/image_file.hpp>
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
@@ -13,6 +15,9 @@
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset.hpp>
+#if defined(CREMA_SHARDS_LMDB)
+#include <crema/io/lmdb/lmdb_source.hpp>
+#endif
 
 #include <fmt/format.h>
 
@@ -23,9 +28,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,10 +43,12 @@ namespace fs = std::filesystem;
 using crema::tools::usage_error;
 
 constexpr std::string_view usage = R"(usage:
-  crema-shards write ROOT OUT [--list FILE] [--format tar|tfrecord] [--prefix NAME]
+  crema-shards write ROOT OUT [--list FILE | --lmdb] [--format tar|tfrecord] [--prefix NAME]
                      [--shard-samples N] [--shard-bytes B]
       Writes the images of ROOT (one folder per class, as torchvision's ImageFolder, classes
-      numbered in sorted order; or the "relative/path label" lines of FILE under ROOT) as shards
+      numbered in sorted order; or the "relative/path label" lines of FILE under ROOT; or, with
+      --lmdb, the Datums of the Caffe LMDB ROOT, keyed by their keys: an encoded Datum's image as
+      it is, a Datum of pixels, Caffe's BGR planes, as a PNG of the same picture) as shards
       OUT/NAME-000000.tar, ... (NAME "shard" by default), in the order read. As WebDataset tar
       shards (the default) each sample is the image (its extension lowercased) and a `cls`
       member holding its class, keyed by its path without the extension (dots of the file name
@@ -95,29 +104,110 @@ std::string extension_of(std::string_view relative) {
   return extension;
 }
 
-// As write_shards, each image a tf.train.Example in a TFRecord file.
+// One image to write: its name (a path, or an LMDB's key), bytes and class.
+struct image_item {
+  std::string name;  // what the key and the extension come from
+  std::string extension;
+  std::span<const std::byte> bytes;
+  std::int64_t label = 0;
+  std::string origin;  // what errors name it by
+};
+
+// The images of an image folder or list, read file by file.
 template <class Source>
-int write_tfrecords(const crema::tools::arguments&, Source& source, const fs::path& out,
-                    const std::string& prefix, std::size_t per_shard, std::size_t most_bytes) {
+class file_items {
+ public:
+  explicit file_items(Source& source) : source_(source) {}
+  const image_item* next() {
+    const crema::image_file* file = source_.next();
+    if (file == nullptr) return nullptr;
+    item_.name = file->relative;
+    item_.extension = extension_of(file->relative);
+    item_.bytes = reader_.read(*file);
+    item_.label = file->label;
+    item_.origin = file->path();
+    return &item_;
+  }
+
+ private:
+  Source& source_;
+  crema::image_file_reader reader_;
+  image_item item_;
+};
+
+#if defined(CREMA_SHARDS_LMDB)
+// The images of a Caffe LMDB's Datums, in key order: an encoded one's bytes as they are (jpg or
+// png by their signature), one of pixels encoded as a PNG.
+class lmdb_items {
+ public:
+  explicit lmdb_items(const fs::path& path) : source_(path) {}
+  const image_item* next() {
+    const crema::lmdb_record* record = source_.next();
+    if (record == nullptr) return nullptr;
+    const std::string key(record->key_text());
+    const std::string origin = fmt::format("{}:{}", source_.key(), key);
+    const crema::datum_view datum = crema::decode_datum(record->value, origin);
+    if (datum.encoded) {
+      const auto signature = [&](std::initializer_list<unsigned> bytes) {
+        return datum.data.size() >= bytes.size() &&
+               std::equal(
+                   bytes.begin(), bytes.end(), datum.data.begin(),
+                   [](unsigned a, std::byte b) { return a == std::to_integer<unsigned>(b); });
+      };
+      const char* extension = signature({0xFF, 0xD8, 0xFF})      ? "jpg"
+                              : signature({0x89, 'P', 'N', 'G'}) ? "png"
+                                                                 : nullptr;
+      if (extension == nullptr) {
+        throw crema::format_error(
+            fmt::format("{}: an encoded Datum that is neither a JPEG nor a PNG", origin));
+      }
+      item_ = {key, extension, datum.data, datum.label, origin};
+      return &item_;
+    }
+    if (datum.data.empty() || (datum.channels != 1 && datum.channels != 3)) {
+      throw crema::format_error(fmt::format(
+          "{}: a Datum of {} channels{}; crema-shards writes images of 1 or 3 channels of bytes",
+          origin, datum.channels, datum.data.empty() ? " of floats" : ""));
+    }
+    // Caffe keeps colour as B, G, R planes, which encode_png takes as they are.
+    crema::encode_png(
+        crema::image_view<std::uint8_t>::planar(
+            reinterpret_cast<const std::uint8_t*>(datum.data.data()),
+            static_cast<std::size_t>(datum.channels), static_cast<std::size_t>(datum.height),
+            static_cast<std::size_t>(datum.width)),
+        png_, crema::channel_order::bgr);
+    item_ = {key, "png", png_, datum.label, origin};
+    return &item_;
+  }
+
+ private:
+  crema::lmdb_source source_;
+  std::vector<std::byte> png_;
+  image_item item_;
+};
+#endif
+
+// As write_shards, each image a tf.train.Example in a TFRecord file.
+template <class Items>
+int write_tfrecords(Items& items, const fs::path& out, const std::string& prefix,
+                    std::size_t per_shard, std::size_t most_bytes) {
   fs::create_directories(out);
-  crema::image_file_reader reader;
   std::optional<crema::tfrecord_writer> shard;
   std::size_t shards = 0;
   std::size_t in_shard = 0;
   std::size_t samples = 0;
-  while (const crema::image_file* file = source.next()) {
+  while (const image_item* item = items.next()) {
     if (!shard || in_shard == per_shard || shard->bytes() >= most_bytes) {
       if (shard) shard->finish();
       shard.emplace((out / fmt::format("{}-{:06}.tfrecord", prefix, shards++)).string());
       in_shard = 0;
     }
-    const std::string extension = extension_of(file->relative);
-    const std::string format = extension == "jpg" ? "jpeg" : extension;
+    const std::string format = item->extension == "jpg" ? "jpeg" : item->extension;
     shard->write(crema::tf_example_builder()
-                     .add_bytes("image/encoded", reader.read(*file))
-                     .add_int64("image/class/label", file->label)
+                     .add_bytes("image/encoded", item->bytes)
+                     .add_int64("image/class/label", item->label)
                      .add_bytes("image/format", std::as_bytes(std::span(format)))
-                     .add_bytes("image/filename", std::as_bytes(std::span(file->relative)))
+                     .add_bytes("image/filename", std::as_bytes(std::span(item->name)))
                      .bytes());
     ++in_shard;
     ++samples;
@@ -129,8 +219,8 @@ int write_tfrecords(const crema::tools::arguments&, Source& source, const fs::pa
   return 0;
 }
 
-template <class Source>
-int write_shards(const crema::tools::arguments& args, Source& source, const fs::path& out) {
+template <class Items>
+int write_shards(const crema::tools::arguments& args, Items& items, const fs::path& out) {
   const std::string prefix = args.option("prefix").value_or("shard");
   const std::size_t per_shard = args.count("shard-samples", 1000);
   const std::size_t most_bytes = args.count("shard-bytes", std::size_t{1} << 30);
@@ -141,30 +231,28 @@ int write_shards(const crema::tools::arguments& args, Source& source, const fs::
   if (format != "tar" && format != "tfrecord") {
     throw usage_error(fmt::format("--format takes tar or tfrecord, not '{}'", format));
   }
-  if (format == "tfrecord")
-    return write_tfrecords(args, source, out, prefix, per_shard, most_bytes);
+  if (format == "tfrecord") return write_tfrecords(items, out, prefix, per_shard, most_bytes);
   fs::create_directories(out);
-  crema::image_file_reader reader;
   std::optional<crema::tar_writer> shard;
   std::size_t shards = 0;
   std::size_t in_shard = 0;
   std::size_t samples = 0;
   std::set<std::string> keys;
-  while (const crema::image_file* file = source.next()) {
+  while (const image_item* item = items.next()) {
     if (!shard || in_shard == per_shard || shard->bytes() >= most_bytes) {
       if (shard) shard->finish();
       shard.emplace((out / fmt::format("{}-{:06}.tar", prefix, shards++)).string());
       in_shard = 0;
     }
-    const std::string key = key_of(file->relative);
+    const std::string key = key_of(item->name);
     if (!keys.insert(key).second) {
       throw crema::config_error(fmt::format(
           "crema-shards: {} and an earlier image share the key {} (their names differ only "
           "after the first dot)",
-          file->path(), key));
+          item->origin, key));
     }
-    shard->add(key + "." + extension_of(file->relative), reader.read(*file));
-    const std::string label = std::to_string(file->label);
+    shard->add(key + "." + item->extension, item->bytes);
+    const std::string label = std::to_string(item->label);
     shard->add(key + ".cls", std::as_bytes(std::span(label)));
     ++in_shard;
     ++samples;
@@ -315,19 +403,30 @@ int index_shards(const crema::tools::arguments& args, const std::string& pattern
 int main(int argc, char** argv) {
   return crema::tools::run_tool("crema-shards", usage, argc, argv, [&] {
     const crema::tools::arguments args(
-        argc, argv, 1, {"json"},
+        argc, argv, 1, {"json", "lmdb"},
         {"list", "format", "prefix", "shard-samples", "shard-bytes", "out"});
     const std::string& command = args.positional(0, "a command (write, stat, verify, index)");
     if (command == "write") {
       args.allow_positionals(3);
       const fs::path root = args.positional(1, "ROOT");
       const fs::path out = args.positional(2, "OUT");
+      if (args.flag("lmdb")) {
+        if (args.option("list")) throw usage_error("--list or --lmdb: one kind of input");
+#if defined(CREMA_SHARDS_LMDB)
+        lmdb_items items(root);
+        return write_shards(args, items, out);
+#else
+        throw usage_error("--lmdb: this crema-shards was built without crema::lmdb");
+#endif
+      }
       if (const auto list = args.option("list")) {
         crema::image_list_source source(*list, root);
-        return write_shards(args, source, out);
+        file_items items(source);
+        return write_shards(args, items, out);
       }
       crema::image_folder_source source(root);
-      return write_shards(args, source, out);
+      file_items items(source);
+      return write_shards(args, items, out);
     }
     if (command == "stat") {
       args.allow_positionals(2);

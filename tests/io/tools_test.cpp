@@ -9,6 +9,8 @@
 #include <crema/io/image/image_codec.hpp>
 #include <crema/io/lmdb/lmdb_source.hpp>
 #include <crema/io/lmdb/lmdb_writer.hpp>
+#include <crema/io/shards/shard_list.hpp>
+#include <crema/io/shards/webdataset_source.hpp>
 
 #include "common/scratch_directory.hpp"
 #if defined(CREMA_TOOLS_HTTP)
@@ -89,6 +91,14 @@ void write_file(const fs::path& path, const std::vector<std::byte>& bytes) {
 }
 
 // Six 3 x 6 x 8 images (PNG, and JPEG for every third) and a list labelling image i with i % 3.
+std::vector<std::byte> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(text.size());
+  std::memcpy(bytes.data(), text.data(), text.size());
+  return bytes;
+}
+
 fs::path make_images(const fs::path& root) {
   fs::create_directories(root / "images" / "cats");
   std::ofstream list(root / "list.txt");
@@ -158,6 +168,70 @@ TEST_SUITE("tools") {
     CHECK(json_field(stat.output, "encoded") == "6");
     CHECK(json_field(stat.output, "shapes") == "{\"3x4x5\": 6}");
     CHECK(json_field(stat.output, "labels") == "{\"0\": 2, \"1\": 2, \"2\": 2}");
+  }
+
+  TEST_CASE(
+      "crema-shards write --lmdb: encoded Datums' images as they are, pixel Datums as PNGs of "
+      "the same picture, keyed by the LMDB's keys, with their classes") {
+    scratch_directory scratch("tool-shards-lmdb");
+    const auto list = make_images(scratch.path());
+    const std::string images = quoted(scratch.path() / "images");
+    for (const bool encoded : {false, true}) {
+      CAPTURE(encoded);
+      const auto db = scratch.path() / (encoded ? "encoded" : "raw");
+      REQUIRE(run(fmt::format("{} convert {} {} {}{}", lmdb_tool, images, quoted(list), quoted(db),
+                              encoded ? " --encoded" : ""))
+                  .status == 0);
+      const auto out = scratch.path() / (encoded ? "encoded-shards" : "raw-shards");
+      const auto written = run(fmt::format("{} write {} {} --lmdb --shard-samples 4", shards_tool,
+                                           quoted(db), quoted(out)));
+      REQUIRE_MESSAGE(written.status == 0, written.output);
+      CHECK(written.output.find("wrote 6 samples in 2 shards") != std::string::npos);
+      crema::webdataset_source shards(
+          crema::shard_paths((out / "shard-{000000..000001}.tar").string()));
+      crema::lmdb_source records(db);
+      crema::image_decoder decoder({.channels = 3, .order = crema::channel_order::rgb});
+      crema::image_decoder original({.channels = 3, .order = crema::channel_order::rgb});
+      crema::webdataset_sample sample;
+      std::size_t i = 0;
+      while (const auto* record = shards.next()) {
+        record->read(sample);
+        const crema::lmdb_record* from = records.next();
+        REQUIRE(from != nullptr);
+        const auto datum = crema::decode_datum(from->value, from->key_text());
+        const std::string name = fmt::format("cats/cat {}.{}", i, i % 3 == 2 ? "jpg" : "png");
+        CHECK(record->key() == fmt::format("{:08}_cats/cat {}", i, i));
+        CHECK(sample.cls() == datum.label);
+        if (encoded) {
+          const auto image = sample.image();
+          CHECK(std::equal(image.begin(), image.end(), datum.data.begin(), datum.data.end()));
+          CHECK(sample.member(i % 3 == 2 ? "jpg" : "png").has_value());
+        } else {
+          REQUIRE(sample.member("png").has_value());
+          const auto from_shard = decoder.decode(sample.image(), record->key());
+          const auto bytes = read_file(scratch.path() / "images" / name);
+          const auto from_file = original.decode(bytes, name);
+          REQUIRE(from_shard.height == from_file.height);
+          REQUIRE(from_shard.width == from_file.width);
+          bool same = true;
+          for (std::size_t c = 0; c < 3; ++c) {
+            for (std::size_t h = 0; h < from_file.height; ++h) {
+              for (std::size_t w = 0; w < from_file.width; ++w) {
+                same = same && from_shard(c, h, w) == from_file(c, h, w);
+              }
+            }
+          }
+          CHECK(same);  // the picture, its colours in their places
+        }
+        ++i;
+      }
+      CHECK(i == 6);
+    }
+    const auto both = run(fmt::format("{} write {} {} --lmdb --list {}", shards_tool,
+                                      quoted(scratch.path() / "raw"), quoted(scratch.path() / "x"),
+                                      quoted(list)));
+    CHECK(both.status == 2);
+    CHECK(both.output.find("--list or --lmdb: one kind of input") != std::string::npos);
   }
 
   TEST_CASE(
