@@ -12,6 +12,7 @@
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
+#include <crema/io/shards/webdataset_stream_source.hpp>
 
 #include "common/error_message.hpp"
 #include "common/loopback_http_server.hpp"
@@ -331,6 +332,41 @@ TEST_SUITE("http") {
     CHECK(pass_of(remote) == pass_of(local));
     CHECK(server.requests() - opened == chunks);  // every chunk once, for 120 samples
     CHECK(storage->statistics().retries == 0);
+  }
+
+  TEST_CASE("shards streamed over URLs through a cache of two chunks: each asked for once") {
+    scratch_directory scratch("http-stream");
+    write_shards(scratch.path(), 3, 25);
+    loopback_http_server server(scratch.path());
+    crema::http_options options = quick();
+    options.chunk_bytes = 256 * 1024;
+    options.cache_bytes = 2 * options.chunk_bytes;  // less than the shards' 1.7 MB
+    const auto storage = std::make_shared<crema::http_storage>(options);
+    crema::webdataset_stream_source remote(crema::shard_paths(server.url("train-{0..2}.tar")),
+                                           storage);
+    remote.shuffle(8);
+    CHECK(server.requests() == 0);  // nothing asked before the first sample
+    std::uint64_t chunks = 0;
+    for (std::size_t s = 0; s < 3; ++s) {
+      chunks += (fs::file_size(scratch.path() / fmt::format("train-{}.tar", s)) +
+                 options.chunk_bytes - 1) /
+                options.chunk_bytes;
+    }
+    crema::webdataset_stream_source local(
+        crema::shard_paths((scratch.path() / "train-{0..2}.tar").string()));
+    local.shuffle(8);
+    CHECK(pass_of(remote) == pass_of(local));
+    CHECK(server.requests() == 3 + chunks);  // each shard's size, then each chunk once
+
+    INFO("through a shuffle buffer, the samples the files give");
+    crema::webdataset_stream_source buffered(crema::shard_paths(server.url("train-{0..2}.tar")),
+                                             storage, {.shuffle_buffer = 10});
+    crema::webdataset_stream_source local_buffered(
+        crema::shard_paths((scratch.path() / "train-{0..2}.tar").string()), nullptr,
+        {.shuffle_buffer = 10});
+    buffered.shuffle(8);
+    local_buffered.shuffle(8);
+    CHECK(pass_of(buffered) == pass_of(local_buffered));
   }
 
   TEST_CASE("failed attempts are retried with backoff; the read then gives every byte") {

@@ -11,6 +11,7 @@
 #include <crema/io/shards/tfrecord.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
+#include <crema/io/shards/webdataset_stream_source.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/epoch_loader.hpp>
 #include <crema/pipeline/host_batch.hpp>
@@ -39,6 +40,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -758,6 +760,18 @@ TEST_SUITE("image_batcher") {
     const auto from_folder = epoch(crema::image_folder_source(folder), 1, 1);
     CHECK(epoch(crema::webdataset_source(shards), 1, 1) == from_folder);
     CHECK(epoch(crema::webdataset_source(shards), 3, 2) == from_folder);
+    // Streamed without an index, through a shuffle buffer: its own order, the same batches for
+    // any producer and thread count, the folder's images.
+    const crema::shard_stream_options buffer{.shuffle_buffer = 4};
+    const auto streamed = epoch(crema::webdataset_stream_source(shards, nullptr, buffer), 1, 1);
+    CHECK(epoch(crema::webdataset_stream_source(shards, nullptr, buffer), 3, 2) == streamed);
+    CHECK(streamed != from_folder);
+    const auto labels_of = [](const auto& batches) {
+      std::multiset<float> labels;
+      for (const auto& batch : batches) labels.insert(batch.second.begin(), batch.second.end());
+      return labels;
+    };
+    CHECK(labels_of(streamed) == labels_of(from_folder));
 
     // And as TFRecord files of Examples, as the ImageNet TFRecords hold them.
     std::vector<std::string> records;

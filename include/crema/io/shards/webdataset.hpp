@@ -62,29 +62,58 @@ struct webdataset_entry {
   return name.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("__");
 }
 
+/// @brief The samples of one tar shard one after another, from its headers alone (no member's
+/// data is read): consecutive members of one key make a sample, `__` files passed over. What a
+/// source that streams a shard reads, and what `index_webdataset` collects.
+/// @tparam Shard has `read_at(offset, span<byte>)`, `size()` and `path()` (`shard_file`)
+template <class Shard>
+class webdataset_scanner {
+ public:
+  explicit webdataset_scanner(const Shard& shard) noexcept : shard_(&shard), members_(shard) {}
+
+  /// @return the next sample, or nothing at the shard's end
+  /// @throws crema::format_error naming the shard and the offset for a malformed archive, and
+  ///         naming the shard and the key for a sample with two members of one extension
+  [[nodiscard]] std::optional<webdataset_entry> next() {
+    std::optional<webdataset_entry> sample;
+    for (;;) {
+      if (!pending_) pending_ = members_.next();
+      if (!pending_) return sample;
+      if (webdataset_passed_over(pending_->name)) {
+        pending_.reset();
+        continue;
+      }
+      auto split = webdataset_split(pending_->name);
+      const std::string_view key = split.first;
+      if (sample && sample->key != key) return sample;  // the pending member starts the next
+      if (!sample) sample.emplace(webdataset_entry{std::string(key), {}});
+      std::string extension = std::move(split.second);
+      auto& members = sample->members;
+      if (std::any_of(members.begin(), members.end(),
+                      [&](const webdataset_member& m) { return m.extension == extension; })) {
+        detail::fail<format_error>(
+            "webdataset shard {}: sample {} has two members of extension "
+            "'{}' (the second at byte {})",
+            shard_->path(), key, extension, pending_->offset);
+      }
+      members.push_back({std::move(extension), pending_->offset, pending_->size});
+      pending_.reset();
+    }
+  }
+
+ private:
+  const Shard* shard_;
+  tar_scanner<Shard> members_;
+  std::optional<tar_member> pending_;  // read, not yet in a sample
+};
+
 /// @brief The samples of one tar shard, from its headers alone (no member's data is read).
-/// @throws crema::format_error naming the shard and the offset for a malformed archive, and
-///         naming the shard and the key for a sample with two members of one extension
+/// @throws crema::format_error as `webdataset_scanner::next`
 template <class Shard>
 [[nodiscard]] std::vector<webdataset_entry> index_webdataset(const Shard& shard) {
   std::vector<webdataset_entry> samples;
-  tar_scanner<Shard> scanner(shard);
-  while (auto member = scanner.next()) {
-    if (webdataset_passed_over(member->name)) continue;
-    auto split = webdataset_split(member->name);
-    const std::string_view key = split.first;
-    std::string extension = std::move(split.second);
-    if (samples.empty() || samples.back().key != key) samples.push_back({std::string(key), {}});
-    auto& members = samples.back().members;
-    if (std::any_of(members.begin(), members.end(),
-                    [&](const webdataset_member& m) { return m.extension == extension; })) {
-      detail::fail<format_error>(
-          "webdataset shard {}: sample {} has two members of extension "
-          "'{}' (the second at byte {})",
-          shard.path(), key, extension, member->offset);
-    }
-    members.push_back({std::move(extension), member->offset, member->size});
-  }
+  webdataset_scanner<Shard> scanner(shard);
+  while (auto sample = scanner.next()) samples.push_back(std::move(*sample));
   return samples;
 }
 
