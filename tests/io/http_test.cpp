@@ -369,7 +369,7 @@ TEST_SUITE("http") {
     CHECK(pass_of(buffered) == pass_of(local_buffered));
   }
 
-  TEST_CASE("failed attempts are retried with backoff; the read then gives every byte") {
+  TEST_CASE("failed attempts are retried with backoff, and the read then gives every byte") {
     scratch_directory scratch("http-retry");
     const auto bytes = pattern(200'000, 9);
     write_file(scratch.path() / "blob.bin", bytes);

@@ -124,7 +124,8 @@ TEST_SUITE("shard streams") {
   }
 
   TEST_CASE(
-      "ranks read disjoint shards that together hold every sample; a pass size gives every rank "
+      "ranks read disjoint shards that together hold every sample, and a pass size gives every "
+      "rank "
       "as many, short ranks reading their shards again") {
     scratch_directory scratch("stream-ranks");
     const std::vector<std::size_t> sizes = {7, 3, 9, 5, 4};
