@@ -9,7 +9,9 @@
 #include <crema/io/image/image_folder_source.hpp>
 #include <crema/io/image/image_list_source.hpp>
 #include <crema/io/shards/tfrecord_source.hpp>
+#include <crema/io/shards/tfrecord_stream_source.hpp>
 #include <crema/io/shards/webdataset_source.hpp>
+#include <crema/io/shards/webdataset_stream_source.hpp>
 #if CREMA_PYTHON_HTTP
 #include <crema/io/http/http_storage.hpp>
 #endif
@@ -70,6 +72,19 @@ template <class Source>
 #endif
 }
 
+/// A stream source as the spec asks: shuffled, sharded, and every rank's pass the same size
+/// (the epoch's samples over the world: rounded down where the last batch is dropped, else up).
+template <class Source>
+[[nodiscard]] std::function<Source()> prepared_stream(Source prototype, const source_spec& spec,
+                                                      std::uint64_t seed) {
+  if (spec.shuffle) prototype.shuffle(seed);
+  prototype.shard(spec.rank, spec.world);
+  prototype.pass_size(spec.balance == shard_balance::drop
+                          ? spec.epoch_samples / spec.world
+                          : (spec.epoch_samples + spec.world - 1) / spec.world);
+  return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
+}
+
 /// Shuffles a shard source as `spec` asks: any sample after any other, or shard by shard.
 template <class Source>
 void shuffle_shards(Source& source, const source_spec& spec, std::uint64_t seed) {
@@ -85,6 +100,15 @@ void shuffle_shards(Source& source, const source_spec& spec, std::uint64_t seed)
 ///         (whose class names are `classes`), a list file, WebDataset or TFRecord shards
 template <class Build>
 [[nodiscard]] auto with_file_source(const source_spec& spec, std::uint64_t seed, Build&& build) {
+  if (spec.stream && spec.kind == "webdataset") {
+    webdataset_stream_source shards(spec.shards, storage_for(spec), {spec.shuffle_buffer});
+    return build(prepared_stream(std::move(shards), spec, seed), std::vector<std::string>{});
+  }
+  if (spec.stream && spec.kind == "tfrecord") {
+    tfrecord_stream_source records(spec.shards, {spec.image_feature, spec.label_feature},
+                                   storage_for(spec), {spec.shuffle_buffer});
+    return build(prepared_stream(std::move(records), spec, seed), std::vector<std::string>{});
+  }
   if (spec.kind == "webdataset") {
     webdataset_source shards =
         spec.indexes.empty()

@@ -95,6 +95,9 @@ struct source_spec {
   std::vector<std::string> indexes;  ///< their index files (DALI's formats), or none
   http_spec http;                    ///< how shards and index files named by URL are read
   std::size_t shard_blocks = 0;      ///< shuffled shard by shard, this many at a time; 0: not
+  bool stream = false;               ///< shards read without an index, as a stream
+  std::size_t shuffle_buffer = 0;    ///< a stream's shuffle buffer
+  std::uint64_t epoch_samples = 0;   ///< a stream's samples an epoch, across the ranks
   std::string image_feature;         ///< a TFRecord's image and class features
   std::string label_feature;
   bool shuffle = true;

@@ -196,6 +196,18 @@ def test_shard_by_shard_over_a_cache_gives_the_files_batches_in_fewer_requests(p
         crema.HTTP(cache_bytes=-1)
 
 
+def test_streamed_shards_over_http_give_the_files_batches(photos, tmp_path, serve):
+    paths = write_webdataset(photos, tmp_path)
+    server = serve(tmp_path)
+    samples = sum(1 for _ in photos.rglob("*.jpg"))
+    cached = crema.HTTP(cache_bytes=128 << 10, chunk_bytes=64 << 10)
+    remote = crema.WebDataset(server.url("shard-{000000..000002}.tar"), stream=True,
+                              shuffle_buffer=4, epoch_samples=samples, http=cached)
+    local = crema.WebDataset([str(path) for path in paths], stream=True, shuffle_buffer=4,
+                             epoch_samples=samples)
+    assert same(epoch(remote), epoch(local))
+
+
 def test_failures_are_retried_and_refusals_name_the_url(photos, tmp_path, serve):
     paths = write_webdataset(photos, tmp_path)
     server = serve(tmp_path)

@@ -2,6 +2,7 @@
 as the image folder they were written from, and bad arguments named."""
 
 import io
+import math
 import pathlib
 import struct
 import tarfile
@@ -194,3 +195,44 @@ def test_shards_the_webdataset_library_writes_read_as_it_reads_them(photos, tmp_
     assert theirs == [(str(relative.with_suffix("")), label) for relative, label in files]
     # crema's: the same samples, so the folder's batches bit for bit.
     assert same(epoch(crema.WebDataset(pattern)), epoch(crema.ImageFolder(photos)))
+
+
+def labels_of(batches):
+    return sorted(np.concatenate([labels for _, labels in batches]).tolist())
+
+
+def test_streamed_shards_read_every_sample_and_give_every_rank_as_many_batches(photos, tmp_path):
+    paths = [str(path) for path in write_webdataset(photos, tmp_path)]
+    samples = len(folder_files(photos))
+    indexed = epoch(crema.WebDataset(paths), shuffle=False)
+    # Unshuffled, one rank: the shards in order, as the indexed source reads them.
+    assert same(epoch(crema.WebDataset(paths, stream=True, epoch_samples=samples),
+                      shuffle=False), indexed)
+    # Shuffled through a buffer: every sample once, another order, the same for the same seed.
+    streamed = epoch(crema.WebDataset(paths, stream=True, shuffle_buffer=6,
+                                      epoch_samples=samples))
+    assert same(streamed, epoch(crema.WebDataset(paths, stream=True, shuffle_buffer=6,
+                                                 epoch_samples=samples)))
+    assert not same(streamed, indexed)
+    assert labels_of(streamed) == labels_of(indexed)
+    # Two ranks whose shards hold unlike numbers: as many batches on each.
+    counts = [len(epoch(crema.WebDataset(paths, stream=True, epoch_samples=samples),
+                        shard=(rank, 2))) for rank in (0, 1)]
+    assert counts == [math.ceil(math.ceil(samples / 2) / 5)] * 2
+    source = crema.TFRecord([str(p) for p in write_tfrecords(photos, tmp_path)], image="jpeg",
+                            label="class", stream=True, epoch_samples=samples)
+    assert labels_of(epoch(source)) == labels_of(indexed)
+
+
+def test_bad_stream_arguments_are_named(photos, tmp_path):
+    paths = [str(path) for path in write_webdataset(photos, tmp_path)]
+    with pytest.raises(ValueError, match="stream=True needs epoch_samples"):
+        crema.WebDataset(paths, stream=True)
+    with pytest.raises(ValueError, match="stream=True reads without an index"):
+        crema.WebDataset(paths, stream=True, index=paths, epoch_samples=5)
+    with pytest.raises(ValueError, match="epoch_samples is for stream=True"):
+        crema.WebDataset(paths, epoch_samples=5)
+    with pytest.raises(ValueError, match="shuffle_buffer must be an int >= 0"):
+        crema.TFRecord(paths, stream=True, shuffle_buffer=-1, epoch_samples=5)
+    with pytest.raises(crema.ConfigError, match="rank 3 of 4 gets no shard: there are 3 shards"):
+        epoch(crema.WebDataset(paths, stream=True, epoch_samples=21), shard=(3, 4))

@@ -179,6 +179,15 @@ TEST_SUITE("shard streams") {
       buffered.shard(rank, 2);
       buffered.pass_size(longer);
       CHECK(pass_of(buffered).size() == longer);
+      INFO(
+          "a pass of the rank's own size through a buffer: each sample once, the buffer "
+          "drained before the shards are read again");
+      crema::webdataset_stream_source drained(paths, nullptr, {.shuffle_buffer = 8});
+      drained.shuffle(5);
+      drained.shard(rank, 2);
+      drained.pass_size(counts[rank]);
+      const auto exact = pass_of(drained);
+      CHECK(std::set<std::string>(exact.begin(), exact.end()).size() == counts[rank]);
     }
   }
 

@@ -56,9 +56,14 @@ class WebDataset:
     index: list[str]
     http: HTTP
     shard_blocks: int
+    stream: bool
+    shuffle_buffer: int
+    epoch_samples: int
     def __init__(self, shards: _Path | Sequence[_Path],
                  index: Literal["auto"] | _Path | Sequence[_Path] | None = None,
-                 http: HTTP | None = None, shard_blocks: int | None = None) -> None: ...
+                 http: HTTP | None = None, shard_blocks: int | None = None,
+                 stream: bool = False, shuffle_buffer: int = 1000,
+                 epoch_samples: int | None = None) -> None: ...
 
 class TFRecord:
     shards: list[str]
@@ -67,10 +72,15 @@ class TFRecord:
     label: str
     http: HTTP
     shard_blocks: int
+    stream: bool
+    shuffle_buffer: int
+    epoch_samples: int
     def __init__(self, shards: _Path | Sequence[_Path], image: str = "image/encoded",
                  label: str = "image/class/label",
                  index: Literal["auto"] | _Path | Sequence[_Path] | None = None,
-                 http: HTTP | None = None, shard_blocks: int | None = None) -> None: ...
+                 http: HTTP | None = None, shard_blocks: int | None = None,
+                 stream: bool = False, shuffle_buffer: int = 1000,
+                 epoch_samples: int | None = None) -> None: ...
 
 class RandomResizedCrop:
     size: tuple[int, int]

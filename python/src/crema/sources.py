@@ -230,6 +230,31 @@ def _shard_blocks_of(owner, shard_blocks):
     return shard_blocks
 
 
+def _stream_of(owner, stream, shuffle_buffer, epoch_samples, index, shard_blocks):
+    """The stream options checked: (stream, shuffle_buffer, epoch_samples)."""
+    if not isinstance(stream, bool):
+        raise TypeError(f"{owner}: stream must be True or False, not {stream!r}")
+    if not isinstance(shuffle_buffer, int) or isinstance(shuffle_buffer, bool) or \
+            shuffle_buffer < 0:
+        raise ValueError(f"{owner}: shuffle_buffer must be an int >= 0, not {shuffle_buffer!r}")
+    if not stream:
+        if epoch_samples is not None:
+            raise ValueError(f"{owner}: epoch_samples is for stream=True (an indexed source "
+                             "counts its samples)")
+        return False, 0, 0
+    if index:
+        raise ValueError(f"{owner}: stream=True reads without an index; give index=None")
+    if shard_blocks:
+        raise ValueError(f"{owner}: shard_blocks orders an indexed source; a stream reads its "
+                         "shards in order, through shuffle_buffer")
+    if epoch_samples is None or not isinstance(epoch_samples, int) or \
+            isinstance(epoch_samples, bool) or epoch_samples < 1:
+        raise ValueError(f"{owner}: stream=True needs epoch_samples, the samples an epoch reads "
+                         "across the ranks (a stream is not counted before it is read), not "
+                         f"{epoch_samples!r}")
+    return True, shuffle_buffer, epoch_samples
+
+
 def _http_of(owner, http, shards):
     """``http`` checked: a crema.HTTP, or None for its defaults."""
     if http is None:
@@ -258,13 +283,25 @@ class WebDataset:
         shard_blocks: shuffle shard by shard, as a reader over a network wants: each epoch
             the shards in a keyed order, ``shard_blocks`` at a time, the samples of those
             shards in a keyed order of their own; None: any sample after any other.
+        stream: read without an index, as WebDataset's loader does: each rank every
+            world-th shard (another share each epoch when shuffled), each shard from its start
+            to its end, samples drawn from a buffer of ``shuffle_buffer``; nothing is read
+            before the first batch.
+        shuffle_buffer: a stream's buffer, in samples (0: the shards' order).
+        epoch_samples: a stream's samples an epoch, across the ranks (needed: a stream is not
+            counted before it is read): each rank reads its share, its shards again where they
+            hold fewer, so that every rank makes as many batches.
     """
 
-    def __init__(self, shards, index=None, http=None, shard_blocks=None):
+    def __init__(self, shards, index=None, http=None, shard_blocks=None, stream=False,
+                 shuffle_buffer=1000, epoch_samples=None):
         self.shards = _shard_paths("crema.WebDataset", shards)
         self.index = _index_paths("crema.WebDataset", index, self.shards)
         self.http = _http_of("crema.WebDataset", http, self.shards + self.index)
         self.shard_blocks = _shard_blocks_of("crema.WebDataset", shard_blocks)
+        self.stream, self.shuffle_buffer, self.epoch_samples = _stream_of(
+            "crema.WebDataset", stream, shuffle_buffer, epoch_samples, self.index,
+            self.shard_blocks)
 
     def _spec(self):
         spec = _crema.SourceSpec()
@@ -273,6 +310,9 @@ class WebDataset:
         spec.indexes = self.index
         spec.http = self.http._spec()
         spec.shard_blocks = self.shard_blocks
+        spec.stream = self.stream
+        spec.shuffle_buffer = self.shuffle_buffer
+        spec.epoch_samples = self.epoch_samples
         return spec
 
     def __repr__(self):
@@ -293,14 +333,20 @@ class TFRecord:
             checked when the record is read.
         http: how URLs are read, a ``crema.HTTP`` (its defaults where None).
         shard_blocks: shuffle shard by shard, as ``crema.WebDataset`` does.
+        stream, shuffle_buffer, epoch_samples: read without an index, as ``crema.WebDataset``
+            does.
     """
 
     def __init__(self, shards, image="image/encoded", label="image/class/label", index=None,
-                 http=None, shard_blocks=None):
+                 http=None, shard_blocks=None, stream=False, shuffle_buffer=1000,
+                 epoch_samples=None):
         self.shards = _shard_paths("crema.TFRecord", shards)
         self.index = _index_paths("crema.TFRecord", index, self.shards)
         self.http = _http_of("crema.TFRecord", http, self.shards + self.index)
         self.shard_blocks = _shard_blocks_of("crema.TFRecord", shard_blocks)
+        self.stream, self.shuffle_buffer, self.epoch_samples = _stream_of(
+            "crema.TFRecord", stream, shuffle_buffer, epoch_samples, self.index,
+            self.shard_blocks)
         for name, value in (("image", image), ("label", label)):
             if not isinstance(value, str) or not value:
                 raise TypeError(f"crema.TFRecord: {name} must be a feature name")
@@ -314,6 +360,9 @@ class TFRecord:
         spec.indexes = self.index
         spec.http = self.http._spec()
         spec.shard_blocks = self.shard_blocks
+        spec.stream = self.stream
+        spec.shuffle_buffer = self.shuffle_buffer
+        spec.epoch_samples = self.epoch_samples
         spec.image_feature = self.image
         spec.label_feature = self.label
         return spec

@@ -49,23 +49,22 @@ class shard_stream {
     if (pass_size_ != 0 && position_ >= pass_size_) return nullptr;
     std::optional<std::pair<std::size_t, Entry>> taken;
     if (buffering()) {
-      while (buffer_.size() < options_.shuffle_buffer) {
-        auto more = read_entry();
-        if (!more) break;
-        buffer_.push_back(std::move(*more));
-      }
+      // The buffer is filled from this round of the rank's shards, and drained before a pass
+      // longer than them starts the next round: a pass of the shards' size reads each once.
+      fill_buffer(false);
+      if (buffer_.empty()) fill_buffer(true);
       if (buffer_.empty()) return nullptr;
       sample_rng draw(*seed_, epoch_, position_);
       const auto pick = static_cast<std::size_t>(draw.below(buffer_.size()));
       taken = std::move(buffer_[pick]);
-      if (auto more = read_entry()) {
+      if (auto more = read_entry(false)) {
         buffer_[pick] = std::move(*more);
       } else {
         buffer_[pick] = std::move(buffer_.back());
         buffer_.pop_back();
       }
     } else {
-      taken = read_entry();
+      taken = read_entry(true);
       if (!taken) return nullptr;
     }
     current_ =
@@ -106,6 +105,9 @@ class shard_stream {
     pass_size_ = samples;
     begin_pass();
   }
+  /// @return the samples of a pass: its pass size, or 0 while none is set (a stream's length is
+  ///         not known before it is read; `epoch_loader` needs a pass size)
+  [[nodiscard]] std::size_t size() const noexcept { return static_cast<std::size_t>(pass_size_); }
   /// @brief Starts the next pass (the next epoch's order, when shuffled).
   void rewind() { set_epoch(epoch_ + 1); }
   /// @brief Makes `epoch` the pass being read, from its start.
@@ -176,9 +178,18 @@ class shard_stream {
     position_ = 0;
   }
 
-  // The rank's next sample in its shards' order, moving from shard to shard (and round to
-  // round, with a pass size); nothing at the end of its shards.
-  std::optional<std::pair<std::size_t, Entry>> read_entry() {
+  void fill_buffer(bool next_round) {
+    while (buffer_.size() < options_.shuffle_buffer) {
+      auto more = read_entry(next_round);
+      if (!more) return;
+      buffer_.push_back(std::move(*more));
+      next_round = false;
+    }
+  }
+
+  // The rank's next sample in its shards' order, moving from shard to shard; at the end of its
+  // shards nothing, or with a pass size and `next_round`, their first sample again.
+  std::optional<std::pair<std::size_t, Entry>> read_entry(bool next_round) {
     for (;;) {
       if (scanner_) {
         if (auto entry = scanner_->next()) {
@@ -193,7 +204,7 @@ class shard_stream {
         file_.reset();
       }
       if (next_shard_ == mine_.size()) {
-        if (pass_size_ == 0) return std::nullopt;
+        if (pass_size_ == 0 || !next_round) return std::nullopt;
         // A pass longer than the rank's shards: read them again. Each holds a sample (an empty
         // one is an error above), so this never loops without reading.
         next_shard_ = 0;
