@@ -161,6 +161,19 @@ TEST_SUITE("http") {
     CHECK(server.requests() == 6);
   }
 
+  TEST_CASE("a shard set asks a URL's size once, however often the shard is opened again") {
+    scratch_directory scratch("http-reopen");
+    for (int s = 0; s < 3; ++s)
+      write_file(scratch.path() / fmt::format("b{}.bin", s), pattern(1000, 1));
+    loopback_http_server server(scratch.path());
+    const auto storage = std::make_shared<crema::http_storage>(quick());
+    const crema::shard_set shards(crema::shard_paths(server.url("b{0..2}.bin")), storage, 1);
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t s = 0; s < 3; ++s) CHECK(shards.open(s)->size() == 1000);
+    }
+    CHECK(server.requests() == 3);  // one a shard, though only one stays open at a time
+  }
+
   TEST_CASE("threads reading through one storage at once each get their own bytes") {
     scratch_directory scratch("http-threads");
     const auto bytes = pattern(1 << 20, 3);

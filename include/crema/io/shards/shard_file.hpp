@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,6 +70,10 @@ class shard_file {
   /// @throws crema::io_error naming the path if it does not open or is not a regular file, or
   ///         as the storage does for a URL; crema::config_error naming a URL given no storage
   explicit shard_file(std::string path, std::shared_ptr<const shard_storage> storage = nullptr)
+      : shard_file(std::move(path), std::move(storage), std::nullopt) {}
+  /// @brief A URL whose size is known already (asked once by a `shard_set`): nothing is asked.
+  shard_file(std::string path, std::shared_ptr<const shard_storage> storage,
+             std::optional<std::uint64_t> url_size)
       : path_(std::move(path)) {
     if (is_url(path_)) {
       if (storage == nullptr) {
@@ -77,7 +82,7 @@ class shard_file {
             "http_storage reads HTTP, HTTPS and S3 URLs)",
             path_);
       }
-      size_ = storage->size(path_);
+      size_ = url_size ? *url_size : storage->size(path_);
       storage_ = std::move(storage);
       return;
     }
@@ -116,6 +121,8 @@ class shard_file {
   [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
   /// @return the path or URL it was opened by
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  /// @return whether it is read through a storage (a URL), not from a file
+  [[nodiscard]] bool is_remote() const noexcept { return storage_ != nullptr; }
 
   /// @brief Reads `into.size()` bytes from `offset`, all of them.
   /// @throws crema::io_error naming the path and the offset if the shard ends first or a read
@@ -191,17 +198,30 @@ class shard_set {
         return open_.front().second;
       }
     }
-    auto opened = std::make_shared<const shard_file>(paths_.at(s), storage_);  // lock released
+    // Opened with the lock released; a URL's size asked once, the first time.
+    std::optional<std::uint64_t> known;
+    {
+      const std::scoped_lock lock(mutex_);
+      if (s < url_sizes_.size() && url_sizes_[s] != unknown_size) known = url_sizes_[s];
+    }
+    auto opened = std::make_shared<const shard_file>(paths_.at(s), storage_, known);
     const std::scoped_lock lock(mutex_);
+    if (opened->is_remote()) {
+      url_sizes_.resize(paths_.size(), unknown_size);
+      url_sizes_[s] = opened->size();
+    }
     if (open_.size() >= most_open_) open_.pop_back();  // closed once its last read ends
     open_.insert(open_.begin(), {s, opened});
     return opened;
   }
 
  private:
+  static constexpr std::uint64_t unknown_size = ~std::uint64_t{0};
+
   std::vector<std::string> paths_;
   std::shared_ptr<const shard_storage> storage_;
   std::size_t most_open_;
+  mutable std::vector<std::uint64_t> url_sizes_;  // a URL's size once asked, else unknown_size
   mutable std::mutex mutex_;
   mutable std::vector<std::pair<std::size_t, std::shared_ptr<const shard_file>>> open_;
 };
