@@ -14,7 +14,7 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   libfmt-dev libconcurrentqueue-dev doctest-dev libbenchmark-dev
   liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libopenmpi-dev openmpi-bin iproute2
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev openssl
   python3-pil python3-venv python3-dev python3-numpy python3-torch python3-torchvision
   python3-pytest python3-lmdb libtorch-dev
 )

@@ -64,6 +64,7 @@ template <class Source>
   options.headers = spec.http.headers;
   options.cache_bytes = spec.http.cache_bytes;
   options.chunk_bytes = spec.http.chunk_bytes;
+  options.ca_file = spec.http.ca_file;
   return std::make_shared<const http_storage>(std::move(options));
 #else
   detail::fail<config_error>(

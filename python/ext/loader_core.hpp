@@ -84,6 +84,7 @@ struct http_spec {
   std::vector<std::string> headers;
   std::size_t cache_bytes = 0;
   std::size_t chunk_bytes = std::size_t{8} << 20;
+  std::string ca_file;
 };
 
 struct source_spec {

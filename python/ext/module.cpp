@@ -400,7 +400,8 @@ NB_MODULE(_crema, module) {
       .def_rw("region", &http_spec::region)
       .def_rw("headers", &http_spec::headers)
       .def_rw("cache_bytes", &http_spec::cache_bytes)
-      .def_rw("chunk_bytes", &http_spec::chunk_bytes);
+      .def_rw("chunk_bytes", &http_spec::chunk_bytes)
+      .def_rw("ca_file", &http_spec::ca_file);
 
   nb::class_<source_spec>(module, "SourceSpec")
       .def(nb::init<>())

@@ -7,6 +7,9 @@ import hashlib
 import hmac
 import http.server
 import re
+import shutil
+import ssl
+import subprocess
 import threading
 import urllib.parse
 
@@ -61,12 +64,19 @@ def signature_fault(method, path, query, headers, key=KEY, secret=SECRET, region
 
 class ShardServer(http.server.ThreadingHTTPServer):
     """Serves the files under ``root`` with byte ranges; ``fail`` holds statuses for the next
-    requests; with ``signed``, every request must carry S3's signature (else 403)."""
+    requests; with ``signed``, every request must carry S3's signature (else 403); with
+    ``certificate`` (cert and key files), over TLS."""
 
     daemon_threads = True
 
-    def __init__(self, root, signed=False):
+    def __init__(self, root, signed=False, certificate=None):
         super().__init__(("127.0.0.1", 0), RangeHandler)
+        self.scheme = "http"
+        if certificate:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*certificate)
+            self.socket = context.wrap_socket(self.socket, server_side=True)
+            self.scheme = "https"
         self.root = root
         self.signed = signed
         self.fail = []
@@ -76,7 +86,7 @@ class ShardServer(http.server.ThreadingHTTPServer):
         self.thread.start()
 
     def url(self, path):
-        return f"http://127.0.0.1:{self.server_address[1]}/{path}"
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}/{path}"
 
     def close(self):
         self.shutdown()
@@ -141,8 +151,8 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
 def serve():
     servers = []
 
-    def start(root, signed=False):
-        servers.append(ShardServer(root, signed))
+    def start(root, signed=False, certificate=None):
+        servers.append(ShardServer(root, signed, certificate))
         return servers[-1]
 
     yield start
@@ -206,6 +216,28 @@ def test_streamed_shards_over_http_give_the_files_batches(photos, tmp_path, serv
     local = crema.WebDataset([str(path) for path in paths], stream=True, shuffle_buffer=4,
                              epoch_samples=samples)
     assert same(epoch(remote), epoch(local))
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make a certificate")
+def test_https_with_the_servers_authority_and_refused_without_it(photos, tmp_path, serve):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    paths = write_webdataset(photos, shards)
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    server = serve(shards, certificate=(str(cert), str(key)))
+    urls = [server.url(path.name) for path in paths]
+    assert urls[0].startswith("https://127.0.0.1:")
+    trusted = crema.HTTP(ca_file=cert)
+    assert same(epoch(crema.WebDataset(urls, http=trusted)),
+                epoch(crema.WebDataset([str(path) for path in paths])))
+    # The system's authorities do not know this server: refused at once (no "after N
+    # attempts"), naming the URL.
+    with pytest.raises(crema.IOError, match=re.escape(f"shard {urls[0]}: cannot ask its size: "
+                                                      "libcurl: ") + "[^()]*certificate[^()]*$"):
+        epoch(crema.WebDataset(urls, http=crema.HTTP(retries=3, backoff=5.0)))
 
 
 def test_failures_are_retried_and_refusals_name_the_url(photos, tmp_path, serve):

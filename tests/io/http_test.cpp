@@ -465,6 +465,13 @@ TEST_SUITE("http") {
                       "ranges (it answered 200 to a range request)",
                       url));
 
+    INFO("a URL libcurl cannot use is not retried");
+    const std::string malformed =
+        message_of<crema::io_error>([&] { (void)storage->size("http://127.0.0.1:99999/a.tar"); });
+    CHECK(malformed.starts_with(
+        "shard http://127.0.0.1:99999/a.tar: cannot ask its size: libcurl: "));
+    CHECK(malformed.find("attempts") == std::string::npos);
+
     INFO("a server gone: the connection refused, after the retries");
     server.stop();
     const std::string refused = message_of<crema::io_error>([&] { file.read_at(0, got); });

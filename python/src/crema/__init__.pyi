@@ -44,12 +44,13 @@ class HTTP:
     headers: list[str]
     cache_bytes: int
     chunk_bytes: int
+    ca_file: str
     def __init__(self, retries: int = 5, backoff: float = 0.2, most_backoff: float = 10.0,
                  connect_timeout: float = 10.0, request_timeout: float | None = None,
                  stall_timeout: int = 30, aws_sigv4: str | None = None,
                  s3_endpoint: str | None = None, region: str | None = None,
                  headers: Sequence[str] = (), cache_bytes: int = 0,
-                 chunk_bytes: int = 8388608) -> None: ...
+                 chunk_bytes: int = 8388608, ca_file: _Path | None = None) -> None: ...
 
 class WebDataset:
     shards: list[str]

@@ -162,11 +162,13 @@ class HTTP:
             source shuffled shard by shard (``shard_blocks``), a cache that holds a block makes
             one request a chunk.
         chunk_bytes: the size of the cache's chunks.
+        ca_file: a file of PEM certificates HTTPS servers are checked against instead of the
+            system's (an internal store's own authority). Servers are always verified.
     """
 
     def __init__(self, retries=5, backoff=0.2, most_backoff=10.0, connect_timeout=10.0,
                  request_timeout=None, stall_timeout=30, aws_sigv4=None, s3_endpoint=None,
-                 region=None, headers=(), cache_bytes=0, chunk_bytes=8 << 20):
+                 region=None, headers=(), cache_bytes=0, chunk_bytes=8 << 20, ca_file=None):
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(f"crema.HTTP: retries must be an int >= 0, not {retries!r}")
         for name, value in (("backoff", backoff), ("most_backoff", most_backoff),
@@ -199,6 +201,7 @@ class HTTP:
         self.headers = list(headers)
         self.cache_bytes = cache_bytes
         self.chunk_bytes = chunk_bytes
+        self.ca_file = os.fspath(ca_file) if ca_file is not None else ""
 
     def _spec(self):
         spec = _crema.HTTPSpec()
@@ -214,6 +217,7 @@ class HTTP:
         spec.headers = self.headers
         spec.cache_bytes = self.cache_bytes
         spec.chunk_bytes = self.chunk_bytes
+        spec.ca_file = self.ca_file
         return spec
 
     def __repr__(self):

@@ -50,6 +50,9 @@ struct http_options {
   std::string region;
   /// Headers sent with every request, `Name: value` each.
   std::vector<std::string> headers;
+  /// A file of PEM certificates that HTTPS servers are checked against instead of the system's
+  /// (an internal store's own authority); empty: the system's. Servers are always verified.
+  std::string ca_file;
   /// Bytes of shards kept in memory, in chunks of `chunk_bytes` read whole, the least recently
   /// used dropped first; 0: none kept, each read its own request. With a source shuffled shard
   /// by shard (`shuffle_shards`), a cache that holds a block of shards turns a request a sample

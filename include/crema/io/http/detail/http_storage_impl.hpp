@@ -160,6 +160,13 @@ constexpr bool retryable_status(long status) noexcept {
   return status == 408 || status == 429 || status >= 500;
 }
 
+// A failure no retry gets past: a URL libcurl cannot use, a server whose certificate fails.
+constexpr bool lasting_failure(CURLcode code) noexcept {
+  return code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
+         code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+         code == CURLE_SSL_CERTPROBLEM;
+}
+
 CREMA_LIBRARY_INLINE int errno_of_status(long status) noexcept {
   if (status == 404 || status == 410) return ENOENT;
   if (status == 401 || status == 403) return EACCES;
@@ -302,6 +309,7 @@ struct http_storage::state {
       curl_easy_setopt(handle, CURLOPT_USERPWD, credentials.c_str());
     }
     curl_easy_setopt(handle, CURLOPT_RANGE, range.c_str());
+    if (!options.ca_file.empty()) curl_easy_setopt(handle, CURLOPT_CAINFO, options.ca_file.c_str());
     // Receive in large reads: a sample is tens or hundreds of KB, libcurl's default 16 KiB.
     curl_easy_setopt(handle, CURLOPT_BUFFERSIZE, detail::receive_buffer);
     curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &detail::http_write);
@@ -322,7 +330,7 @@ struct http_storage::state {
     if (made.code != CURLE_OK) {
       made.failure = crema::detail::format(
           "libcurl: {}", error[0] != '\0' ? error : curl_easy_strerror(made.code));
-      made.retryable = true;
+      made.retryable = !detail::lasting_failure(made.code);
       return made;
     }
     if (sizing && made.status == 416 && sink.total) {  // an empty object: no first byte
