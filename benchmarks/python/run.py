@@ -21,7 +21,6 @@ import os
 import pathlib
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,6 +28,23 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 NORMALIZE = "0.485,0.456,0.406/0.229,0.224,0.225"
+
+
+def photo_shards(work, images, shards_tool, folder=None):
+    """A folder of `images` photographs (made in `work` unless given) written as WebDataset
+    shards of about 64 MiB (work/shards/shard-NNNNNN.tar): (folder, shards' folder)."""
+    work = pathlib.Path(work)
+    if folder is None:
+        folder = work / "photos"
+        subprocess.run(["/usr/bin/python3", str(REPO / "benchmarks" / "jpeg_input" /
+                                                "make_dataset.py"), str(folder), "--images",
+                        str(images)], check=True)
+    shards = work / "shards"
+    shards.mkdir()
+    subprocess.run([str(shards_tool), "write", str(folder), str(shards), "--shard-bytes",
+                    str(64 << 20), "--shard-samples", "1000000"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return pathlib.Path(folder), shards
 
 
 def machine():

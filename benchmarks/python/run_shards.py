@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import tempfile
 
-from run import REPO, machine, measure
+from run import REPO, machine, measure, photo_shards
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -38,17 +38,8 @@ def main():
                         default=str(REPO / "build" / "release" / "examples" / "crema-shards"))
     parser.add_argument("--out", default="benchmarks-python-shards.json")
     args = parser.parse_args()
-    work = pathlib.Path(tempfile.mkdtemp(prefix="crema-shards-bench-"))
-    folder = args.folder
-    if folder is None:
-        folder = work / "photos"
-        subprocess.run(["/usr/bin/python3", str(REPO / "benchmarks" / "jpeg_input" /
-                                                "make_dataset.py"), str(folder), "--images",
-                        str(args.images)], check=True)
-    shards = work / "shards"
-    shards.mkdir()
-    subprocess.run([args.shards_tool, "write", str(folder), str(shards), "--shard-bytes",
-                    str(64 << 20), "--shard-samples", "1000000"], check=True)
+    folder, shards = photo_shards(tempfile.mkdtemp(prefix="crema-shards-bench-"), args.images,
+                                  args.shards_tool, args.folder)
     pattern = str(shards / "shard-*.tar")
     subprocess.run([args.shards_tool, "index", pattern], check=True)
     feed = str(HERE / "feed.py")

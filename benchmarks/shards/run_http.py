@@ -27,7 +27,7 @@ import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks" / "python"))
-from run import machine, measure  # noqa: E402  (the Python benchmarks' helpers)
+from run import machine, measure, photo_shards  # noqa: E402  (the Python benchmarks' helpers)
 
 NORMALIZE = "0.485,0.456,0.406/0.229,0.224,0.225"
 
@@ -44,18 +44,8 @@ def main():
                              "than the data")
     parser.add_argument("--out", default="benchmarks-shards-http.json")
     args = parser.parse_args()
-    work = pathlib.Path(tempfile.mkdtemp(prefix="crema-http-bench-"))
-    folder = args.folder
-    if folder is None:
-        folder = work / "photos"
-        subprocess.run(["/usr/bin/python3", str(REPO / "benchmarks" / "jpeg_input" /
-                                                "make_dataset.py"), str(folder), "--images",
-                        str(args.images)], check=True)
-    shards = work / "shards"
-    shards.mkdir()
-    subprocess.run([str(args.build / "examples" / "crema-shards"), "write", str(folder),
-                    str(shards), "--shard-bytes", str(64 << 20), "--shard-samples", "1000000"],
-                   check=True, stdout=subprocess.DEVNULL)
+    _, shards = photo_shards(tempfile.mkdtemp(prefix="crema-http-bench-"), args.images,
+                             args.build / "examples" / "crema-shards", args.folder)
     names = sorted(path.name for path in shards.glob("shard-*.tar"))
     braces = f"shard-{{{names[0][6:12]}..{names[-1][6:12]}}}.tar"
     server = subprocess.Popen([str(args.build / "benchmarks" / "crema-http-serve"), str(shards)],

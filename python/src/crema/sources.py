@@ -271,7 +271,33 @@ def _http_of(owner, http, shards):
     return http
 
 
-class WebDataset:
+class _Shards:
+    """What crema.WebDataset and crema.TFRecord share: the shards and their index files, how
+    URLs are read, and the order (indexed, shard by shard, or streamed)."""
+
+    def _take_shards(self, owner, shards, index, http, shard_blocks, stream, shuffle_buffer,
+                     epoch_samples):
+        self.shards = _shard_paths(owner, shards)
+        self.index = _index_paths(owner, index, self.shards)
+        self.http = _http_of(owner, http, self.shards + self.index)
+        self.shard_blocks = _shard_blocks_of(owner, shard_blocks)
+        self.stream, self.shuffle_buffer, self.epoch_samples = _stream_of(
+            owner, stream, shuffle_buffer, epoch_samples, self.index, self.shard_blocks)
+
+    def _shard_spec(self, kind):
+        spec = _crema.SourceSpec()
+        spec.kind = kind
+        spec.shards = self.shards
+        spec.indexes = self.index
+        spec.http = self.http._spec()
+        spec.shard_blocks = self.shard_blocks
+        spec.stream = self.stream
+        spec.shuffle_buffer = self.shuffle_buffer
+        spec.epoch_samples = self.epoch_samples
+        return spec
+
+
+class WebDataset(_Shards):
     """WebDataset tar shards: each sample's image (its ``jpg``, ``jpeg``, ``png`` or ``webp``
     member) and class (its ``cls`` member). Indexed when the loader starts (every shard's
     headers, or the shards' index files), then read sample by sample by crema's threads.
@@ -299,31 +325,17 @@ class WebDataset:
 
     def __init__(self, shards, index=None, http=None, shard_blocks=None, stream=False,
                  shuffle_buffer=1000, epoch_samples=None):
-        self.shards = _shard_paths("crema.WebDataset", shards)
-        self.index = _index_paths("crema.WebDataset", index, self.shards)
-        self.http = _http_of("crema.WebDataset", http, self.shards + self.index)
-        self.shard_blocks = _shard_blocks_of("crema.WebDataset", shard_blocks)
-        self.stream, self.shuffle_buffer, self.epoch_samples = _stream_of(
-            "crema.WebDataset", stream, shuffle_buffer, epoch_samples, self.index,
-            self.shard_blocks)
+        self._take_shards("crema.WebDataset", shards, index, http, shard_blocks, stream,
+                          shuffle_buffer, epoch_samples)
 
     def _spec(self):
-        spec = _crema.SourceSpec()
-        spec.kind = "webdataset"
-        spec.shards = self.shards
-        spec.indexes = self.index
-        spec.http = self.http._spec()
-        spec.shard_blocks = self.shard_blocks
-        spec.stream = self.stream
-        spec.shuffle_buffer = self.shuffle_buffer
-        spec.epoch_samples = self.epoch_samples
-        return spec
+        return self._shard_spec("webdataset")
 
     def __repr__(self):
         return f"crema.WebDataset({len(self.shards)} shards from {self.shards[0]!r})"
 
 
-class TFRecord:
+class TFRecord(_Shards):
     """TFRecord files of ``tf.train.Example``: each record's image and class, by default the
     features of the ImageNet TFRecords (whose classes are numbered from 1). Every length's and
     every record's CRC-32C is checked.
@@ -344,13 +356,8 @@ class TFRecord:
     def __init__(self, shards, image="image/encoded", label="image/class/label", index=None,
                  http=None, shard_blocks=None, stream=False, shuffle_buffer=1000,
                  epoch_samples=None):
-        self.shards = _shard_paths("crema.TFRecord", shards)
-        self.index = _index_paths("crema.TFRecord", index, self.shards)
-        self.http = _http_of("crema.TFRecord", http, self.shards + self.index)
-        self.shard_blocks = _shard_blocks_of("crema.TFRecord", shard_blocks)
-        self.stream, self.shuffle_buffer, self.epoch_samples = _stream_of(
-            "crema.TFRecord", stream, shuffle_buffer, epoch_samples, self.index,
-            self.shard_blocks)
+        self._take_shards("crema.TFRecord", shards, index, http, shard_blocks, stream,
+                          shuffle_buffer, epoch_samples)
         for name, value in (("image", image), ("label", label)):
             if not isinstance(value, str) or not value:
                 raise TypeError(f"crema.TFRecord: {name} must be a feature name")
@@ -358,15 +365,7 @@ class TFRecord:
         self.label = label
 
     def _spec(self):
-        spec = _crema.SourceSpec()
-        spec.kind = "tfrecord"
-        spec.shards = self.shards
-        spec.indexes = self.index
-        spec.http = self.http._spec()
-        spec.shard_blocks = self.shard_blocks
-        spec.stream = self.stream
-        spec.shuffle_buffer = self.shuffle_buffer
-        spec.epoch_samples = self.epoch_samples
+        spec = self._shard_spec("tfrecord")
         spec.image_feature = self.image
         spec.label_feature = self.label
         return spec
