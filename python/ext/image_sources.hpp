@@ -98,17 +98,25 @@ void shuffle_shards(Source& source, const source_spec& spec, std::uint64_t seed)
 }
 
 /// @return `build(make_source, classes)` for the image files or shards `spec` names: a folder
-///         (whose class names are `classes`), a list file, WebDataset or TFRecord shards
-template <class Build>
+///         (whose class names are `classes`), a list file, WebDataset or TFRecord shards, read
+///         indexed or (where `Streams`) streamed
+template <bool Streams = true, class Build>
 [[nodiscard]] auto with_file_source(const source_spec& spec, std::uint64_t seed, Build&& build) {
-  if (spec.stream && spec.kind == "webdataset") {
-    webdataset_stream_source shards(spec.shards, storage_for(spec), {spec.shuffle_buffer});
-    return build(prepared_stream(std::move(shards), spec, seed), std::vector<std::string>{});
-  }
-  if (spec.stream && spec.kind == "tfrecord") {
-    tfrecord_stream_source records(spec.shards, {spec.image_feature, spec.label_feature},
-                                   storage_for(spec), {spec.shuffle_buffer});
-    return build(prepared_stream(std::move(records), spec, seed), std::vector<std::string>{});
+  if constexpr (Streams) {
+    if (spec.stream && spec.kind == "webdataset") {
+      webdataset_stream_source shards(spec.shards, storage_for(spec), {spec.shuffle_buffer});
+      return build(prepared_stream(std::move(shards), spec, seed), std::vector<std::string>{});
+    }
+    if (spec.stream && spec.kind == "tfrecord") {
+      tfrecord_stream_source records(spec.shards, {spec.image_feature, spec.label_feature},
+                                     storage_for(spec), {spec.shuffle_buffer});
+      return build(prepared_stream(std::move(records), spec, seed), std::vector<std::string>{});
+    }
+  } else if (spec.stream) {
+    detail::fail<config_error>(
+        "shards {}: stream=True is decoded on the CPU for now (decoder='cpu'); nvJPEG reads "
+        "shards indexed",
+        spec.shards.front());
   }
   if (spec.kind == "webdataset") {
     webdataset_source shards =

@@ -38,7 +38,9 @@ std::unique_ptr<loader_core> nvjpeg_loader(const source_spec& source, const imag
     return device_loader_of(prepared_lmdb(source, loader.options.seed), batcher, loader);
   }
 #endif
-  return with_file_source(
+  // Streamed shards are decoded on the CPU: their pipelines compiled once more by nvcc would
+  // cost every CUDA build minutes for a combination no one has asked for yet.
+  return with_file_source<false>(
       source, loader.options.seed, [&](auto make, std::vector<std::string> classes) {
         return device_loader_of(std::move(make), batcher, loader, std::move(classes));
       });

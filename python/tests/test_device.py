@@ -220,3 +220,13 @@ def test_nvjpeg_decoding_needs_the_loaders_device(photos):
     transform = crema.ImageTransform(decoder="nvjpeg")
     with pytest.raises(ValueError, match="give the loader device='cuda:N'"):
         crema.Loader(crema.ImageFolder(photos), transform, 4, output="dlpack")
+
+
+@pytest.mark.skipif(not crema.build_info()["nvjpeg"], reason="needs nvJPEG (here, the fake one)")
+def test_streamed_shards_are_decoded_on_the_cpu_not_by_nvjpeg(photos, tmp_path):
+    from test_shards import write_webdataset
+    paths = [str(path) for path in write_webdataset(photos, tmp_path)]
+    source = crema.WebDataset(paths, stream=True, epoch_samples=21)
+    with pytest.raises(crema.ConfigError, match="stream=True is decoded on the CPU for now"):
+        crema.Loader(source, crema.ImageTransform(decoder="nvjpeg"), 4, device="cuda:0",
+                     output="dlpack")
