@@ -31,13 +31,19 @@
 
 namespace crema::python {
 
-/// A source as the spec asks: sharded, balanced and shuffled, at its first pass. The prototype
-/// is scanned once; every start of the loader's producers copies it (the copies share its table).
+/// Copies of `prototype`, made once (scanned, sharded, shuffled): every start of the loader's
+/// producers takes one (the copies share its table).
+template <class Source>
+[[nodiscard]] std::function<Source()> copies_of(Source prototype) {
+  return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
+}
+
+/// A source as the spec asks: sharded, balanced and shuffled, at its first pass.
 template <class Source>
 [[nodiscard]] std::function<Source()> prepared(Source prototype, const source_spec& spec) {
   prototype.shard(spec.rank, spec.world);
   prototype.balance(spec.balance);
-  return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
+  return copies_of(std::move(prototype));
 }
 
 /// Where the shards and index files `spec` names by URL are read from: an HTTP storage as
@@ -83,7 +89,7 @@ template <class Source>
   prototype.pass_size(spec.balance == shard_balance::drop
                           ? spec.epoch_samples / spec.world
                           : (spec.epoch_samples + spec.world - 1) / spec.world);
-  return [prototype = std::make_shared<const Source>(std::move(prototype))] { return *prototype; };
+  return copies_of(std::move(prototype));
 }
 
 /// Shuffles a shard source as `spec` asks: any sample after any other, or shard by shard.

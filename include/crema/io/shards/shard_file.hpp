@@ -226,4 +226,12 @@ class shard_set {
   mutable std::vector<std::pair<std::size_t, std::shared_ptr<const shard_file>>> open_;
 };
 
+namespace detail {
+
+// A source's key over `shards`: "<prefix>:<first shard>+<shards after it>".
+[[nodiscard]] inline std::string shards_key(std::string_view prefix, const shard_set& shards) {
+  return std::string(prefix) + ":" + shards.path(0) + "+" + std::to_string(shards.size() - 1);
+}
+
+}  // namespace detail
 }  // namespace crema

@@ -363,29 +363,46 @@ struct http_storage::state {
     return made;
   }
 
-  // Reads into `into` from `offset` with retries: the bytes read (fewer than asked only where
-  // `to_end` lets the object end first).
-  std::size_t read_range(const std::string& url, const target& where, std::uint64_t offset,
-                         std::span<std::byte> into, bool to_end) const {
-    std::size_t done = 0;
+  // Makes `once()` an attempt, again after each failure another attempt may get past (the
+  // backoff between), up to the retries; the attempt that succeeded.
+  // @throws crema::io_error "shard URL: <what()> (at ...): <failure> (after N attempts)"
+  template <class Once, class What>
+  detail::http_attempt retried(const std::string& url, const target& where, Once&& once,
+                               What&& what) const {
     for (int attempt = 0;; ++attempt) {
       if (attempt > 0) {
         retries.fetch_add(1, std::memory_order_relaxed);
         std::this_thread::sleep_for(backoff(attempt));
       }
-      const detail::http_attempt made =
-          this->attempt(where, offset + done, into.subspan(done), false, to_end);
-      done += made.bytes;
-      if (made.failure.empty()) return done;
+      detail::http_attempt made = once();
+      if (made.failure.empty()) return made;
       if (!made.retryable || attempt >= options.retries) {
         detail::fail_with_code<io_error>(
-            detail::errno_of_status(made.status),
-            "shard {}: cannot read {} bytes at byte {}{}: {}{}", url, into.size() - done,
-            offset + done, where.url == url ? std::string() : " (at " + where.url + ")",
-            made.failure,
+            detail::errno_of_status(made.status), "shard {}: {}{}: {}{}", url, what(),
+            where.url == url ? std::string() : " (at " + where.url + ")", made.failure,
             attempt > 0 ? crema::detail::format(" (after {} attempts)", attempt + 1) : "");
       }
     }
+  }
+
+  // Reads into `into` from `offset` with retries, each going on from the byte the last reached:
+  // the bytes read (fewer than asked only where `to_end` lets the object end first).
+  std::size_t read_range(const std::string& url, const target& where, std::uint64_t offset,
+                         std::span<std::byte> into, bool to_end) const {
+    std::size_t done = 0;
+    retried(
+        url, where,
+        [&] {
+          detail::http_attempt made =
+              attempt(where, offset + done, into.subspan(done), false, to_end);
+          done += made.bytes;
+          return made;
+        },
+        [&] {
+          return crema::detail::format("cannot read {} bytes at byte {}", into.size() - done,
+                                       offset + done);
+        });
+    return done;
   }
 
   // One chunk of an object in the cache: its bytes once fetched; until then, readers of it wait.
@@ -501,21 +518,15 @@ CREMA_LIBRARY_INLINE http_statistics http_storage::statistics() const noexcept {
 
 CREMA_LIBRARY_INLINE std::uint64_t http_storage::size(const std::string& url) const {
   const state::target where = state_->target_of(url);
-  for (int attempt = 0;; ++attempt) {
-    if (attempt > 0) {
-      state_->retries.fetch_add(1, std::memory_order_relaxed);
-      std::this_thread::sleep_for(state_->backoff(attempt));
-    }
-    std::byte first{};
-    const detail::http_attempt made = state_->attempt(where, 0, {&first, 1}, true);
-    if (made.failure.empty()) return made.length;
-    if (!made.retryable || attempt >= state_->options.retries) {
-      detail::fail_with_code<io_error>(
-          detail::errno_of_status(made.status), "shard {}: cannot ask its size{}: {}{}", url,
-          where.url == url ? std::string() : " (at " + where.url + ")", made.failure,
-          attempt > 0 ? crema::detail::format(" (after {} attempts)", attempt + 1) : "");
-    }
-  }
+  std::byte first{};
+  return state_
+      ->retried(
+          url, where,
+          [&] {
+            return state_->attempt(where, 0, {&first, 1}, true);
+          },
+          [] { return std::string("cannot ask its size"); })
+      .length;
 }
 
 CREMA_LIBRARY_INLINE void http_storage::read(const std::string& url, std::uint64_t offset,

@@ -82,9 +82,6 @@ class shard_block_order {
   shard_block_order(std::uint64_t seed, std::size_t per_block) noexcept
       : seed_(seed), per_block_(per_block) {}
 
-  [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
-  [[nodiscard]] std::size_t per_block() const noexcept { return per_block_; }
-
   template <class Entry>
   [[nodiscard]] std::uint64_t index(std::uint64_t ordinal, std::uint64_t epoch,
                                     const indexed_shards<Entry>& shards) {
@@ -191,10 +188,7 @@ class shard_source : public cursor_source<Derived> {
   }
 
   /// @return the format, the first shard's path and the number of shards after it
-  [[nodiscard]] std::string key() const {
-    return std::string(Derived::key_prefix) + ":" + index_.shards().path(0) + "+" +
-           std::to_string(index_.shards().size() - 1);
-  }
+  [[nodiscard]] std::string key() const { return shards_key(Derived::key_prefix, index_.shards()); }
   /// @return what errors name an entry by
   [[nodiscard]] std::string record_key(const Record& record) const { return record.name(); }
   /// @return the entries of this rank's pass

@@ -133,10 +133,7 @@ class shard_stream {
   }
 
   /// @return the format, the first shard's path and the number of shards after it
-  [[nodiscard]] std::string key() const {
-    return std::string(Derived::key_prefix) + ":" + shards_->path(0) + "+" +
-           std::to_string(shards_->size() - 1);
-  }
+  [[nodiscard]] std::string key() const { return shards_key(Derived::key_prefix, *shards_); }
   /// @return what errors name a sample by
   [[nodiscard]] std::string record_key(const Record& record) const { return record.name(); }
   /// @return the shards' paths
