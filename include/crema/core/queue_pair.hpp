@@ -13,13 +13,6 @@
 
 namespace crema {
 
-namespace detail {
-// The pops' own spin decides; moodycamel's semaphore would spin again before it sleeps.
-struct full_queue_traits : moodycamel::ConcurrentQueueDefaultTraits {
-  static constexpr int MAX_SEMA_SPINS = 0;
-};
-}  // namespace detail
-
 /// @brief Caffe's free/full queue pair, lock-free: a `slot_pool` of preallocated free slots that
 /// producers acquire (suspending while it is empty), and a queue of full slots that one consumer
 /// takes (blocking while it is empty).
@@ -41,7 +34,7 @@ class queue_pair {
   template <class Factory>
   queue_pair(std::size_t slots, Factory&& make, Executor& executor,
              slot_reuse reuse = slot_reuse::most_recent)
-      : free_(slots, std::forward<Factory>(make), executor, reuse), full_(slots + 2) {}
+      : free_(slots, std::forward<Factory>(make), executor, reuse), full_(slots + 2, 0) {}
 
   /// @brief Hands a full slot (or a marker the consumer understands) to the consumer.
   /// @throws crema::allocation_error if the queue cannot grow (a slot is never dropped silently)
@@ -103,7 +96,8 @@ class queue_pair {
   }
 
   slot_pool<Slot, Executor> free_;
-  detail::blocking_pointer_queue<Slot, detail::full_queue_traits> full_;
+  // Its semaphore does not spin: the pops' own spin decides, before they wait on it.
+  detail::blocking_pointer_queue<Slot> full_;
   std::atomic<unsigned> missed_spins_{0};  // pops in a row whose spin found nothing (up to 2)
   std::atomic<unsigned> unspun_{0};        // pops that did not spin, to spin every 16th
 };

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/pointer_queue.hpp>
 #include <crema/core/detail/start_threads.hpp>
 #include <crema/core/error.hpp>
 
@@ -87,7 +87,7 @@ class thread_pool {
       keep = nullptr;
       return;
     }
-    if (!work_.enqueue(coroutine)) [[unlikely]] {
+    if (!work_.enqueue(coroutine.address())) [[unlikely]] {
       throw allocation_error(sizeof(coroutine), "host", "thread_pool: the work queue cannot grow");
     }
   }
@@ -125,17 +125,28 @@ class thread_pool {
 
   // One empty handle per thread: each thread that takes one returns.
   void wake_workers() {
-    for (std::size_t i = 0; i < workers_.size(); ++i) work_.enqueue(std::coroutine_handle<>{});
+    for (std::size_t i = 0; i < workers_.size(); ++i) work_.enqueue(nullptr);
   }
 
   void run() {
     current_pool() = this;
     for (;;) {
       std::coroutine_handle<> coroutine;
-      if (!work_.try_dequeue(coroutine) && !poll_for(coroutine)) work_.wait_dequeue(coroutine);
+      if (!take(coroutine) && !poll_for(coroutine)) {
+        void* address = nullptr;
+        work_.wait_dequeue(address);
+        coroutine = std::coroutine_handle<>::from_address(address);
+      }
       if (!coroutine) return;  // one wake-up per thread, posted by the destructor
       coroutine.resume();
     }
+  }
+
+  bool take(std::coroutine_handle<>& coroutine) {
+    void* address = nullptr;
+    if (!work_.try_dequeue(address)) return false;
+    coroutine = std::coroutine_handle<>::from_address(address);
+    return true;
   }
 
   // Asks the idle hook while this thread is idle and holds the hook's turn; returns whether it
@@ -157,13 +168,16 @@ class thread_pool {
       }
       if (sleep <= sleep.zero()) return false;
       const auto micros = std::chrono::ceil<std::chrono::microseconds>(sleep);
-      if (work_.wait_dequeue_timed(coroutine, micros)) return true;
+      if (void* address = nullptr; work_.wait_dequeue_timed(address, micros)) {
+        coroutine = std::coroutine_handle<>::from_address(address);
+        return true;
+      }
     }
   }
 
-  moodycamel::BlockingConcurrentQueue<std::coroutine_handle<>> work_;
-  idle_hook* const when_idle_;        // may be null
-  std::atomic<bool> polling_{false};  // a thread holds the idle hook's turn
+  detail::blocking_untyped_queue work_;  // coroutines' addresses; null wakes a thread to return
+  idle_hook* const when_idle_;           // may be null
+  std::atomic<bool> polling_{false};     // a thread holds the idle hook's turn
   std::stop_source stop_;
   std::vector<std::jthread> workers_;  // last: joined before the queue goes
 };

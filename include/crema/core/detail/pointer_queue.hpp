@@ -8,16 +8,15 @@
 
 namespace crema::detail {
 
-/// @brief One of moodycamel's queues of `void*`, its enqueue and waits out of line.
+/// @brief moodycamel's queue of `void*`, the one instantiation of it that crema makes: slot
+/// pools, queue pairs and the thread pool all keep their pointers in it, so that a translation
+/// unit compiles moodycamel's queue (a few thousand lines of templates) once, whatever it builds.
 ///
-/// Those operations are compiled once for each queue type, whatever points into it, and called,
-/// not copied into every caller: their bodies are large (a block to allocate, a producer to find,
-/// a semaphore), and a copy in each caller would spend the compiler's inlining budget for the
-/// unit, which the per-record calls of a producer need more (a source's `next()` left out of line
-/// costs every record a call). They come a few times a batch, their calls a few instructions.
-/// `try_dequeue`, which spins call over and over, stays inline.
-/// @tparam Queue `moodycamel::ConcurrentQueue<void*, Traits>` or its blocking form
-template <class Queue>
+/// Its enqueue is compiled once and called, not copied into every caller: its body is large (a
+/// block to allocate, a producer to find), and a copy in each caller would spend the compiler's
+/// inlining budget for the unit, which the per-record calls of a producer need more (a source's
+/// `next()` left out of line costs every record a call). It comes a few times a batch, its call a
+/// few instructions. `try_dequeue`, which spins call over and over, stays inline.
 class untyped_queue {
  public:
   untyped_queue() = default;
@@ -25,14 +24,57 @@ class untyped_queue {
 
   [[gnu::noinline]] bool enqueue(void* item) { return queue_.enqueue(item); }
   bool try_dequeue(void*& item) { return queue_.try_dequeue(item); }
-  [[gnu::noinline]] void wait_dequeue(void*& item) { queue_.wait_dequeue(item); }
-  [[gnu::noinline]] bool wait_dequeue_timed(void*& item, std::chrono::microseconds timeout) {
-    return queue_.wait_dequeue_timed(item, timeout);
-  }
   [[nodiscard]] std::size_t size_approx() const { return queue_.size_approx(); }
 
  private:
-  Queue queue_;
+  moodycamel::ConcurrentQueue<void*> queue_;
+};
+
+/// @brief `untyped_queue` with a count of its items that consumers can wait on: what moodycamel's
+/// `BlockingConcurrentQueue` does, over the same queue type, the semaphore's spins given at
+/// construction instead of by a traits type (which would make another instantiation of the
+/// queue). An item is counted once it is in the queue; a consumer takes the count first, then
+/// the item, which is there or about to be.
+class blocking_untyped_queue {
+ public:
+  /// @param spins how often a waiting consumer tries again before it sleeps
+  explicit blocking_untyped_queue(
+      std::size_t capacity = 6 * moodycamel::ConcurrentQueueDefaultTraits::BLOCK_SIZE,
+      int spins = 10000)
+      : queue_(capacity), count_(0, spins) {}
+
+  [[gnu::noinline]] bool enqueue(void* item) {
+    if (!queue_.enqueue(item)) return false;
+    count_.signal();
+    return true;
+  }
+  bool try_dequeue(void*& item) {
+    if (!count_.tryWait()) return false;
+    take(item);
+    return true;
+  }
+  [[gnu::noinline]] void wait_dequeue(void*& item) {
+    while (!count_.wait()) {
+    }
+    take(item);
+  }
+  [[gnu::noinline]] bool wait_dequeue_timed(void*& item, std::chrono::microseconds timeout) {
+    if (!count_.wait(timeout.count())) return false;
+    take(item);
+    return true;
+  }
+  [[nodiscard]] std::size_t size_approx() const {
+    return static_cast<std::size_t>(std::max<std::ptrdiff_t>(count_.availableApprox(), 0));
+  }
+
+ private:
+  void take(void*& item) {
+    while (!queue_.try_dequeue(item)) {
+    }
+  }
+
+  moodycamel::ConcurrentQueue<void*> queue_;
+  moodycamel::LightweightSemaphore count_;
 };
 
 /// @brief One of moodycamel's queues, of `T*` kept as `void*`.
@@ -41,14 +83,13 @@ class untyped_queue {
 /// a translation unit that makes pipelines of many slot types compiles it once, not once for each.
 /// The pointers come out as they went in; what moodycamel does with them is unchanged.
 /// @tparam T     what the pointers point to
-/// @tparam Queue `moodycamel::ConcurrentQueue<void*, Traits>` or its blocking form; give the
-///               traits at namespace scope (a class nested in a template is another type, and
-///               another instantiation, for each of the template's arguments)
+/// @tparam Queue `untyped_queue` or `blocking_untyped_queue`
 template <class T, class Queue>
 class erased_pointer_queue {
  public:
   erased_pointer_queue() = default;
-  explicit erased_pointer_queue(std::size_t capacity) : queue_(capacity) {}
+  template <class... Args>
+  explicit erased_pointer_queue(std::size_t capacity, Args... args) : queue_(capacity, args...) {}
 
   /// @return false where the queue could not grow (its allocation failed)
   bool enqueue(T* item) { return queue_.enqueue(item); }
@@ -81,17 +122,16 @@ class erased_pointer_queue {
     return true;
   }
 
-  untyped_queue<Queue> queue_;
+  Queue queue_;
 };
 
 /// @brief A lock-free queue of `T*` (moodycamel's `ConcurrentQueue`).
-template <class T, class Traits = moodycamel::ConcurrentQueueDefaultTraits>
-using pointer_queue = erased_pointer_queue<T, moodycamel::ConcurrentQueue<void*, Traits>>;
+template <class T>
+using pointer_queue = erased_pointer_queue<T, untyped_queue>;
 
-/// @brief A lock-free queue of `T*` whose consumers can block (moodycamel's
-/// `BlockingConcurrentQueue`).
-template <class T, class Traits = moodycamel::ConcurrentQueueDefaultTraits>
-using blocking_pointer_queue =
-    erased_pointer_queue<T, moodycamel::BlockingConcurrentQueue<void*, Traits>>;
+/// @brief A lock-free queue of `T*` whose consumers can block (as moodycamel's
+/// `BlockingConcurrentQueue`); constructed with a capacity and the semaphore's spins.
+template <class T>
+using blocking_pointer_queue = erased_pointer_queue<T, blocking_untyped_queue>;
 
 }  // namespace crema::detail
