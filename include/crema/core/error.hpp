@@ -146,15 +146,13 @@ inline constexpr bool misuse_checks = true;
 /// Throws `Error` with a message formatted by {fmt}. Kept out of line of the callers' hot
 /// paths so that the check itself stays a compare and a branch.
 template <class Error, class... Args>
-[[noreturn, gnu::cold, gnu::noinline]] void fail(fmt::format_string<Args...> format,
-                                                 Args&&... args) {
+[[noreturn, gnu::cold, gnu::noinline]] void fail(format_string<Args...> format, Args&&... args) {
   throw Error(crema::detail::format(format, std::forward<Args>(args)...));
 }
 
 /// Throws a native-code `Error` (cuda_error, lmdb_error, mpi_error) with a formatted message.
 template <class Error, class... Args>
-[[noreturn, gnu::cold, gnu::noinline]] void fail_with_code(int code,
-                                                           fmt::format_string<Args...> format,
+[[noreturn, gnu::cold, gnu::noinline]] void fail_with_code(int code, format_string<Args...> format,
                                                            Args&&... args) {
   throw Error(code, crema::detail::format(format, std::forward<Args>(args)...));
 }

@@ -2,14 +2,8 @@
 
 #include <crema/core/error.hpp>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,13 +41,7 @@ struct image_file {
     out.append(relative);
   }
   /// @return the path, and for a listed file where it was listed ("... (line 7 of train.txt)")
-  [[nodiscard]] std::string describe() const {
-    std::string text = path();
-    if (!list.empty()) {
-      text += " (line " + std::to_string(line) + " of " + std::string(list) + ")";
-    }
-    return text;
-  }
+  [[nodiscard]] std::string describe() const;
 };
 
 /// @brief How an `image_file_reader` reads.
@@ -97,60 +85,8 @@ class image_file_reader {
   [[nodiscard]] const image_file_reader_options& options() const noexcept { return options_; }
 
  private:
-  struct descriptor {
-    int fd = -1;
-    ~descriptor() {
-      if (fd >= 0) ::close(fd);
-    }
-  };
-
   std::span<const std::byte> read_path(const std::string& path, const image_file& file,
-                                       std::string_view what) {
-    const auto name = [&] { return file.relative.empty() ? path : file.describe(); };
-    descriptor handle;
-    handle.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (handle.fd < 0) {
-      const int code = errno;
-      if (code == ENOENT) {
-        detail::fail_with_code<io_error>(code, "{} {}: does not exist", what, name());
-      }
-      detail::fail_with_code<io_error>(code, "{} {}: cannot be opened: {}", what, name(),
-                                       std::strerror(code));
-    }
-    struct stat status {};
-    if (::fstat(handle.fd, &status) != 0) {
-      const int code = errno;
-      detail::fail_with_code<io_error>(code, "{} {}: cannot be read: {}", what, name(),
-                                       std::strerror(code));
-    }
-    if (!S_ISREG(status.st_mode)) {
-      detail::fail_with_code<io_error>(0, "{} {}: is not a regular file", what, name());
-    }
-    const auto size = static_cast<std::size_t>(status.st_size);
-    if (size == 0) detail::fail_with_code<io_error>(0, "{} {}: is empty", what, name());
-    if (size > options_.max_bytes) {
-      detail::fail_with_code<io_error>(0, "{} {}: {} bytes is over the limit of {}", what, name(),
-                                       size, options_.max_bytes);
-    }
-    if (size > capacity_) {
-      buffer_ = std::make_unique_for_overwrite<std::byte[]>(size);
-      capacity_ = size;
-    }
-    std::size_t done = 0;
-    while (done < size) {
-      const ssize_t got = ::read(handle.fd, buffer_.get() + done, size - done);
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        const int code = errno;
-        detail::fail_with_code<io_error>(code, "{} {}: cannot be read: {}", what, name(),
-                                         std::strerror(code));
-      }
-      if (got == 0) break;  // shrunk since fstat: what is there is the file
-      done += static_cast<std::size_t>(got);
-    }
-    if (done == 0) detail::fail_with_code<io_error>(0, "{} {}: is empty", what, name());
-    return {buffer_.get(), done};
-  }
+                                       std::string_view what);
 
   image_file_reader_options options_{};
   std::string path_;  // the file being read, reused
@@ -159,3 +95,7 @@ class image_file_reader {
 };
 
 }  // namespace crema
+
+#if defined(CREMA_HEADER_ONLY)
+#include <crema/io/image/detail/image_file_impl.hpp>
+#endif
