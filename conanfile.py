@@ -50,11 +50,12 @@ class CremaConan(ConanFile):
     _library_components = ("lmdb", "image", "mpi", "http")
 
     def _libraries(self, options=None):
+        """The libraries the build makes, in link order: the components', then the core's."""
         options = options or self.options
         if options.header_only:
             return []
         return [f"crema_{component}" for component in self._library_components
-                if options.get_safe(f"with_{component}")]
+                if options.get_safe(f"with_{component}")] + ["crema"]
 
     def _compiled(self):
         return bool(self._libraries())
@@ -115,6 +116,9 @@ class CremaConan(ConanFile):
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = ["lib"] if self._compiled() else []
         self.cpp_info.libs = self._libraries()
+        if self._compiled():
+            # The core's compiled code is in libcrema: users' files do not compile it again.
+            self.cpp_info.defines = ["CREMA_CORE_LIBRARY"]
         # The package installs its own cremaConfig.cmake, which finds the dependencies the
         # requested components need; consumers use that rather than a generated one.
         self.cpp_info.set_property("cmake_find_mode", "none")

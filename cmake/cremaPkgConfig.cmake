@@ -1,10 +1,10 @@
 # crema's pkg-config files, for build systems other than CMake (Meson, Make, Bazel rules):
 #
-#   crema.pc               the core headers; Requires {fmt}
+#   crema.pc               the core (libcrema, unless header-only); Requires {fmt}
 #   crema-<component>.pc   one per component this build has; Requires crema and the component's
 #                          own dependencies (lmdb, libturbojpeg + spng, MPI, CUDA, NCCL, libcurl)
 #
-# Installed to share/pkgconfig when every component is headers (the same on every architecture),
+# Installed to share/pkgconfig when nothing is compiled (the same on every architecture),
 # else to <libdir>/pkgconfig beside the libraries. C++20 is the consumer's choice of flag:
 # `c++ -std=c++20 $(pkg-config --cflags --libs crema-lmdb) ...`.
 # Included from CMakeLists.txt's install block, after the components were found.
@@ -62,9 +62,15 @@ if(crema_concurrentqueue_INCLUDE_DIR)
   crema_pkgconfig_include_flags(queue_flags "${crema_concurrentqueue_INCLUDE_DIR}")
   list(APPEND crema_pc_cflags ${queue_flags})
 endif()
+set(crema_pc_libs "")
+if(crema_core_compiled)
+  # libcrema: the core's code compiled once; the define keeps users' files from compiling it.
+  list(APPEND crema_pc_cflags -DCREMA_CORE_LIBRARY)
+  set(crema_pc_libs "-L\${libdir}" -lcrema)
+endif()
 crema_pkgconfig_write(crema NAME crema
-  DESCRIPTION "${PROJECT_DESCRIPTION}: the core headers"
-  REQUIRES fmt CFLAGS ${crema_pc_cflags} -pthread LIBS -pthread)
+  DESCRIPTION "${PROJECT_DESCRIPTION}: the core"
+  REQUIRES fmt CFLAGS ${crema_pc_cflags} -pthread LIBS ${crema_pc_libs} -pthread)
 
 
 # The flags that link a component's library, where it was compiled into one.

@@ -18,11 +18,13 @@ from collections import defaultdict
 WAITING = (
     "moodycamel/lightweightsemaphore.h",
     "core/thread_pool.hpp",
+    "core/detail/thread_pool_impl.hpp",
     "core/slot_pool.hpp",
     "core/queue_pair.hpp",
     "pipeline/detail/claim_sequencer.hpp",
     "pipeline/detail/warm_refill.hpp",
     "pipeline/detail/release_poller.hpp",
+    "pipeline/detail/release_poller_impl.hpp",
     "pipeline/detail/stall_watch.hpp",
 )
 

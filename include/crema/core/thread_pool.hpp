@@ -1,7 +1,7 @@
 #pragma once
 
+#include <crema/core/detail/library_inline.hpp>
 #include <crema/core/detail/pointer_queue.hpp>
-#include <crema/core/detail/start_threads.hpp>
 #include <crema/core/error.hpp>
 
 #include <atomic>
@@ -54,13 +54,7 @@ class thread_pool {
   /// @throws crema::config_error if `threads` is 0
   /// @throws crema::thread_error naming how many threads were asked for and made, if the system
   ///         refuses one (the ones made are stopped and joined first)
-  explicit thread_pool(std::size_t threads, idle_hook* when_idle = nullptr)
-      : when_idle_(when_idle) {
-    if (threads == 0) detail::fail<config_error>("thread_pool: threads must be at least 1, got 0");
-    detail::start_threads(
-        "thread_pool", threads, workers_, [this] { return std::jthread([this] { run(); }); },
-        [this] { wake_workers(); });
-  }
+  explicit thread_pool(std::size_t threads, idle_hook* when_idle = nullptr);
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
@@ -70,11 +64,7 @@ class thread_pool {
   /// @brief Requests stop, then joins the threads once each has finished what it runs (coroutines
   /// still queued are not run). Idempotent; not from one of the pool's own threads. For an owner
   /// whose members the threads use: joined first, the order of the members stops mattering.
-  void join() {
-    stop_.request_stop();
-    wake_workers();
-    workers_.clear();  // joins
-  }
+  void join();
 
   /// @brief Queues `coroutine` to be resumed on one of the pool's threads.
   /// @throws crema::allocation_error if the queue cannot grow (a coroutine is never dropped
@@ -124,56 +114,12 @@ class thread_pool {
   }
 
   // One empty handle per thread: each thread that takes one returns.
-  void wake_workers() {
-    for (std::size_t i = 0; i < workers_.size(); ++i) work_.enqueue(nullptr);
-  }
-
-  void run() {
-    current_pool() = this;
-    for (;;) {
-      std::coroutine_handle<> coroutine;
-      if (!take(coroutine) && !poll_for(coroutine)) {
-        void* address = nullptr;
-        work_.wait_dequeue(address);
-        coroutine = std::coroutine_handle<>::from_address(address);
-      }
-      if (!coroutine) return;  // one wake-up per thread, posted by the destructor
-      coroutine.resume();
-    }
-  }
-
-  bool take(std::coroutine_handle<>& coroutine) {
-    void* address = nullptr;
-    if (!work_.try_dequeue(address)) return false;
-    coroutine = std::coroutine_handle<>::from_address(address);
-    return true;
-  }
-
+  void wake_workers();
+  void run();
+  bool take(std::coroutine_handle<>& coroutine);
   // Asks the idle hook while this thread is idle and holds the hook's turn; returns whether it
   // found work.
-  bool poll_for(std::coroutine_handle<>& coroutine) {
-    if (when_idle_ == nullptr || polling_.exchange(true)) return false;
-    struct turn_ends {
-      std::atomic<bool>& polling;
-      ~turn_ends() { polling.store(false, std::memory_order_release); }
-    } ends{polling_};
-    for (bool first = true;; first = false) {
-      std::coroutine_handle<> kept;
-      kept_by_poll() = &kept;
-      const std::chrono::nanoseconds sleep = when_idle_->on_idle(first);
-      kept_by_poll() = nullptr;
-      if (kept) {
-        coroutine = kept;
-        return true;
-      }
-      if (sleep <= sleep.zero()) return false;
-      const auto micros = std::chrono::ceil<std::chrono::microseconds>(sleep);
-      if (void* address = nullptr; work_.wait_dequeue_timed(address, micros)) {
-        coroutine = std::coroutine_handle<>::from_address(address);
-        return true;
-      }
-    }
-  }
+  bool poll_for(std::coroutine_handle<>& coroutine);
 
   detail::blocking_untyped_queue work_;  // coroutines' addresses; null wakes a thread to return
   idle_hook* const when_idle_;           // may be null
@@ -183,3 +129,7 @@ class thread_pool {
 };
 
 }  // namespace crema
+
+#if CREMA_CORE_IN_HEADERS
+#include <crema/core/detail/thread_pool_impl.hpp>
+#endif

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/detail/fmt.hpp>
+#include <crema/core/detail/library_inline.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +55,11 @@ struct pipeline_stats {
   std::optional<std::size_t> held_back_by;
 };
 
+namespace detail {
+/// `pipeline_stats` in one line, as its formatter writes it.
+[[nodiscard]] std::string describe(const pipeline_stats& stats);
+}  // namespace detail
+
 }  // namespace crema
 
 /// One line: `produced 120 batches (7680 records), consumed 118, epochs 1, queued 2, free 6,
@@ -65,25 +71,14 @@ struct fmt::formatter<crema::pipeline_stats> {
   constexpr auto parse(format_parse_context& context) { return context.begin(); }
   template <class FormatContext>
   auto format(const crema::pipeline_stats& stats, FormatContext& context) const {
-    const auto milliseconds = [](std::chrono::nanoseconds time) {
-      return std::chrono::duration<double, std::milli>(time).count();
-    };
-    // Formatted to a string first: {fmt}'s core formats through the functions compiled in its
-    // library, which format_to into an arbitrary context would instantiate here again.
-    std::string line = crema::detail::format(
-        "produced {} batches ({} records), consumed {}, epochs {}, queued {}, "
-        "free {}, waiting producers {}, consumer wait {:.1f} ms, producer wait {:.1f} ms "
-        "({} suspensions, {} woken by consumers)",
-        stats.batches_produced, stats.records_produced, stats.batches_consumed, stats.epochs,
-        stats.queued_batches, stats.free_slots, stats.waiting_producers,
-        milliseconds(stats.consumer_wait), milliseconds(stats.producer_wait),
-        stats.producer_suspensions, stats.producer_wakeups);
-    if (stats.warm_refills != 0) {
-      line += crema::detail::format(", {} refilled warm", stats.warm_refills);
-    }
-    if (stats.held_back_by) {
-      line += crema::detail::format(", held back by consumer {}", *stats.held_back_by);
-    }
+    // Formatted to a string first, out of line: {fmt}'s core formats through the functions
+    // compiled in its library, which format_to into an arbitrary context would instantiate here
+    // again.
+    const std::string line = crema::detail::describe(stats);
     return std::copy(line.begin(), line.end(), context.out());
   }
 };
+
+#if CREMA_CORE_IN_HEADERS
+#include <crema/pipeline/detail/stats_impl.hpp>
+#endif

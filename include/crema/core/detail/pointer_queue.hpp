@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/detail/concurrentqueue.hpp>
+#include <crema/core/detail/library_inline.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -12,17 +13,21 @@ namespace crema::detail {
 /// pools, queue pairs and the thread pool all keep their pointers in it, so that a translation
 /// unit compiles moodycamel's queue (a few thousand lines of templates) once, whatever it builds.
 ///
-/// Its enqueue is compiled once and called, not copied into every caller: its body is large (a
-/// block to allocate, a producer to find), and a copy in each caller would spend the compiler's
-/// inlining budget for the unit, which the per-record calls of a producer need more (a source's
-/// `next()` left out of line costs every record a call). It comes a few times a batch, its call a
-/// few instructions. `try_dequeue`, which spins call over and over, stays inline.
+/// Its construction, destruction and enqueue are compiled once (in libcrema, or once per unit
+/// header-only) and called, not copied into every caller: their bodies are large (a block to
+/// allocate, a producer to find), and a copy in each caller would spend the compiler's inlining
+/// budget for the unit, which the per-record calls of a producer need more (a source's `next()`
+/// left out of line costs every record a call). They come a few times a batch, their calls a few
+/// instructions. `try_dequeue`, which spins call over and over, stays inline.
 class untyped_queue {
  public:
-  untyped_queue() = default;
-  explicit untyped_queue(std::size_t capacity) : queue_(capacity) {}
+  untyped_queue();
+  explicit untyped_queue(std::size_t capacity);
+  untyped_queue(const untyped_queue&) = delete;
+  untyped_queue& operator=(const untyped_queue&) = delete;
+  ~untyped_queue();
 
-  [[gnu::noinline]] bool enqueue(void* item) { return queue_.enqueue(item); }
+  bool enqueue(void* item);
   bool try_dequeue(void*& item) { return queue_.try_dequeue(item); }
   [[nodiscard]] std::size_t size_approx() const { return queue_.size_approx(); }
 
@@ -40,29 +45,19 @@ class blocking_untyped_queue {
   /// @param spins how often a waiting consumer tries again before it sleeps
   explicit blocking_untyped_queue(
       std::size_t capacity = 6 * moodycamel::ConcurrentQueueDefaultTraits::BLOCK_SIZE,
-      int spins = 10000)
-      : queue_(capacity), count_(0, spins) {}
+      int spins = 10000);
+  blocking_untyped_queue(const blocking_untyped_queue&) = delete;
+  blocking_untyped_queue& operator=(const blocking_untyped_queue&) = delete;
+  ~blocking_untyped_queue();
 
-  [[gnu::noinline]] bool enqueue(void* item) {
-    if (!queue_.enqueue(item)) return false;
-    count_.signal();
-    return true;
-  }
+  bool enqueue(void* item);
   bool try_dequeue(void*& item) {
     if (!count_.tryWait()) return false;
     take(item);
     return true;
   }
-  [[gnu::noinline]] void wait_dequeue(void*& item) {
-    while (!count_.wait()) {
-    }
-    take(item);
-  }
-  [[gnu::noinline]] bool wait_dequeue_timed(void*& item, std::chrono::microseconds timeout) {
-    if (!count_.wait(timeout.count())) return false;
-    take(item);
-    return true;
-  }
+  void wait_dequeue(void*& item);
+  bool wait_dequeue_timed(void*& item, std::chrono::microseconds timeout);
   [[nodiscard]] std::size_t size_approx() const {
     return static_cast<std::size_t>(std::max<std::ptrdiff_t>(count_.availableApprox(), 0));
   }
@@ -135,3 +130,7 @@ template <class T>
 using blocking_pointer_queue = erased_pointer_queue<T, blocking_untyped_queue>;
 
 }  // namespace crema::detail
+
+#if CREMA_CORE_IN_HEADERS
+#include <crema/core/detail/pointer_queue_impl.hpp>
+#endif

@@ -53,12 +53,12 @@ class channel_state {
   // Batch numbers handed out, one per slot acquired, in the order of acquisition: every number
   // not yet delivered holds a slot, so the consumer's next batch always has one.
   std::atomic<std::uint64_t> numbered{0};
-  std::atomic<std::uint64_t> handed_on{0};  // batches producers gave it
-  std::atomic<std::size_t> outstanding{0};  // leases the consumer holds
-  std::atomic<std::uint64_t> consumed{0};   // batches delivered, for stats
-  std::atomic<bool> pulling{false};         // the consumer waits in a pull
-  std::atomic<std::uint64_t> wakeups{0};    // releases and pulls of it that resumed producers
-  std::atomic<std::uint64_t> returned{0};   // slots its leases gave back
+  std::atomic<std::uint64_t> handed_on{0};        // batches producers gave it
+  std::atomic<std::size_t> outstanding{0};        // leases the consumer holds
+  std::atomic<std::uint64_t> consumed{0};         // batches delivered, for stats
+  std::atomic<bool> pulling{false};               // the consumer waits in a pull
+  std::atomic<std::uint64_t> wakeups{0};          // releases and pulls of it that resumed producers
+  std::atomic<std::uint64_t> returned{0};         // slots its leases gave back
   std::atomic<std::size_t> in_reorder_window{0};  // written by the consumer's thread only
 
  protected:

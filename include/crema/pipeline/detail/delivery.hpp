@@ -177,8 +177,7 @@ class delivery {
       // side (the claim this consumer needs may be behind them): let them go before sleeping,
       // and again every slice of the wait, since another consumer may park a slot meanwhile.
       kick_for(target);
-      const clock::time_point until =
-          std::min({deadline, next_stall_check, deadline_after(slice)});
+      const clock::time_point until = std::min({deadline, next_stall_check, deadline_after(slice)});
       slice = std::min(slice * 2, longest_kick_interval);
       if (target.pop_until(slot, until)) return true;
       const auto now = clock::now();

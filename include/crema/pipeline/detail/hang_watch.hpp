@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 
 #include <atomic>
@@ -72,8 +73,7 @@ class hang_watch {
  public:
   using clock = std::chrono::steady_clock;
 
-  hang_watch(std::size_t producers, std::chrono::milliseconds timeout)
-      : progress_(producers), seen_(producers), timeout_(timeout) {}
+  hang_watch(std::size_t producers, std::chrono::milliseconds timeout);
 
   [[nodiscard]] producer_progress& of(std::size_t producer) noexcept { return progress_[producer]; }
   [[nodiscard]] bool watches() const noexcept {
@@ -81,27 +81,7 @@ class hang_watch {
   }
 
   // A producer busy with one record for `timeout`, if one is.
-  std::optional<hung_producer> look(clock::time_point now) {
-    std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return std::nullopt;  // another consumer is looking
-    for (std::size_t i = 0; i < progress_.size(); ++i) {
-      const producer_progress& one = progress_[i];
-      const seen now_seen{one.batch.load(std::memory_order_relaxed),
-                          one.phase.load(std::memory_order_relaxed),
-                          one.epoch.load(std::memory_order_relaxed),
-                          one.position.load(std::memory_order_relaxed), now};
-      seen& last = seen_[i];
-      if (!now_seen.same_record(last) || now_seen.phase == producer_phase::waiting) {
-        last = now_seen;
-        continue;
-      }
-      const auto busy = std::chrono::duration_cast<std::chrono::milliseconds>(now - last.since);
-      if (busy >= timeout_) {
-        return hung_producer{i, now_seen.phase, now_seen.epoch, now_seen.position, busy};
-      }
-    }
-    return std::nullopt;
-  }
+  std::optional<hung_producer> look(clock::time_point now);
 
  private:
   struct seen {
@@ -123,14 +103,11 @@ class hang_watch {
 };
 
 // What a blocking pull throws once the watch has found `hung`.
-[[noreturn]] inline void fail_hung(const hung_producer& hung, std::string_view source_key,
-                                   std::chrono::milliseconds timeout) {
-  fail<pipeline_error>(
-      "pipeline: producer {} has been {} record {} (pass {}) of {} for {} ms (hang_timeout {} "
-      "ms); a source or transform that does not return holds every consumer up, and the "
-      "pipeline cannot be stopped until it does",
-      hung.producer, phase_name(hung.phase), hung.position, hung.epoch, source_key,
-      hung.busy.count(), timeout.count());
-}
+[[noreturn]] void fail_hung(const hung_producer& hung, std::string_view source_key,
+                            std::chrono::milliseconds timeout);
 
 }  // namespace crema::detail
+
+#if CREMA_CORE_IN_HEADERS
+#include <crema/pipeline/detail/hang_watch_impl.hpp>
+#endif

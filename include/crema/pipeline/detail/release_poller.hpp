@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/library_inline.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/channel_state.hpp>
 #include <crema/pipeline/detail/run_state.hpp>
@@ -9,10 +10,6 @@
 #include <chrono>
 #include <exception>
 #include <span>
-
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 namespace crema::detail {
 
@@ -40,61 +37,15 @@ class release_poller final : public idle_hook {
     armed_.store(true, std::memory_order_release);
   }
 
-  std::chrono::nanoseconds on_idle(bool just_idle) noexcept override {
-    if (!armed_.load(std::memory_order_acquire)) return std::chrono::nanoseconds::zero();
-    tighten_timer_slack();
-    try {
-      return interval_after(just_idle);
-    } catch (...) {  // a queue that could not grow: the slots it held are lost, so stop
-      run_->fail(std::current_exception(),
-                 "pipeline: handing released slots to waiting producers failed");
-      return std::chrono::nanoseconds::zero();
-    }
-  }
+  std::chrono::nanoseconds on_idle(bool just_idle) noexcept override;
 
  private:
-  std::chrono::nanoseconds interval_after(bool just_idle) {
-    if (run_->stop_requested()) {
-      if (polling_) end_polling();
-      return std::chrono::nanoseconds::zero();
-    }
-    if (!polling_) {
-      polling_ = true;
-      for (channel_state* each : channels_) each->leave_waking_to_poller(true);
-    }
-    if (kick_all() != 0) {
-      learned_ = interval_;
-      interval_ = std::max(shortest_poll, interval_ * 2 / 3);
-    } else if (just_idle) {
-      interval_ = learned_;
-    } else if (interval_ * 3 / 2 > longest_poll) {
-      end_polling();
-      return std::chrono::nanoseconds::zero();
-    } else {
-      interval_ = interval_ * 3 / 2;
-    }
-    return interval_;
-  }
-
-  std::size_t kick_all() {
-    std::size_t handed = 0;
-    for (channel_state* each : channels_) handed += each->kick();
-    return handed;
-  }
-
-  void end_polling() {
-    polling_ = false;
-    for (channel_state* each : channels_) each->leave_waking_to_poller(false);
-  }
-
+  std::chrono::nanoseconds interval_after(bool just_idle);
+  std::size_t kick_all();
+  void end_polling();
   // Linux delays a sleeping thread's timer by up to 50 µs by default, to batch wake-ups; a poll
   // a few tens of microseconds apart needs better: about a microsecond. Once per thread.
-  static void tighten_timer_slack() noexcept {
-#if defined(__linux__)
-    thread_local const bool tightened = prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL) == 0;
-    static_cast<void>(tightened);
-#endif
-  }
+  static void tighten_timer_slack() noexcept;
 
   std::atomic<bool> armed_{false};
   std::span<channel_state* const> channels_;
@@ -105,3 +56,7 @@ class release_poller final : public idle_hook {
 };
 
 }  // namespace crema::detail
+
+#if CREMA_CORE_IN_HEADERS
+#include <crema/pipeline/detail/release_poller_impl.hpp>
+#endif

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 
 #include <atomic>
@@ -41,24 +42,7 @@ class run_state {
 
   // Keeps the first failure, a pipeline_error with `message` and `cause` nested in it, and stops:
   // marks the failure before the stop, which `stopped_without_failure` relies on.
-  void fail(std::exception_ptr cause, std::string message) noexcept {
-    std::exception_ptr wrapped;
-    try {
-      try {
-        std::rethrow_exception(cause);
-      } catch (...) {
-        std::throw_with_nested(pipeline_error(message));
-      }
-    } catch (...) {
-      wrapped = std::current_exception();  // the pipeline_error, or what stopped its making
-    }
-    {
-      std::scoped_lock lock(error_mutex_);
-      if (!error_) error_ = wrapped;
-      failed_.store(true, std::memory_order_release);
-    }
-    request_stop();
-  }
+  void fail(std::exception_ptr cause, std::string message) noexcept;
   // Whether a failure stopped the run; once it did, consumers get what was finished before it,
   // then the failure.
   [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
@@ -111,3 +95,7 @@ class run_state {
 };
 
 }  // namespace crema::detail
+
+#if CREMA_CORE_IN_HEADERS
+#include <crema/pipeline/detail/run_state_impl.hpp>
+#endif
