@@ -5,10 +5,9 @@
 #include <crema/io/image/image_file.hpp>
 #include <crema/pipeline/source.hpp>
 
-#include <filesystem>
+#include <crema/core/detail/library_inline.hpp>
+
 #include <string>
-#include <system_error>
-#include <utility>
 #include <vector>
 
 namespace crema {
@@ -37,12 +36,12 @@ class image_folder_source : public detail::image_file_source<image_folder_source
   static constexpr const char* source_name = "image_folder_source";
 
   /// @brief Scans the folder once.
+  /// @param root    the folder; a `std::filesystem::path` converts to it, as a C string does
+  /// @param options which files are images
   /// @throws crema::config_error naming the path if ROOT does not exist, is not a folder, holds
   ///         no class folder, or a class folder holds no image file; crema::io_error naming
   ///         the path if a folder cannot be read
-  explicit image_folder_source(const std::filesystem::path& root,
-                               const image_folder_options& options = {})
-      : image_folder_source(scan(root, options)) {}
+  explicit image_folder_source(const std::string& root, const image_folder_options& options = {});
 
   [[nodiscard]] std::string key() const { return "image_folder:" + root(); }
   /// @return the class names, by label
@@ -55,15 +54,10 @@ class image_folder_source : public detail::image_file_source<image_folder_source
     std::vector<std::string> classes;
   };
 
-  explicit image_folder_source(scanned found)
-      : detail::image_file_source<image_folder_source>(std::move(found.root), {},
-                                                       std::move(found.table)),
-        classes_(std::move(found.classes)) {}
+  explicit image_folder_source(scanned found);
 
   static bool is_image(const std::string& name, const image_folder_options& options);
-  [[noreturn]] static void io_failed(const std::filesystem::path& path,
-                                     const std::error_code& error);
-  static scanned scan(const std::filesystem::path& root, const image_folder_options& options);
+  static scanned scan(const std::string& root, const image_folder_options& options);
 
   std::vector<std::string> classes_;
 };

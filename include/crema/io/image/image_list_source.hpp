@@ -6,7 +6,6 @@
 #include <crema/pipeline/source.hpp>
 
 #include <cstddef>
-#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -28,26 +27,23 @@ class image_list_source : public detail::image_file_source<image_list_source> {
   static constexpr const char* source_name = "image_list_source";
 
   /// @brief Reads the list once.
-  /// @param list the list file
+  /// @param list the list file (a `std::filesystem::path` converts to it, as a C string does)
   /// @param root the folder the paths are relative to
   /// @throws crema::io_error naming the list if it cannot be read; crema::format_error naming
   ///         the list and the line for a line without a label, a label that is not an integer
   ///         or is out of `int`'s range, or a path that is empty or leaves the root;
   ///         crema::config_error naming the list if it names no file
-  image_list_source(const std::filesystem::path& list, const std::filesystem::path& root)
-      : detail::image_file_source<image_list_source>(root.string(), list.string(),
-                                                     parse(list, root)) {}
+  image_list_source(const std::string& list, const std::string& root)
+      : detail::image_file_source<image_list_source>(root, list, parse(list, root)) {}
 
   [[nodiscard]] std::string key() const { return "image_list:" + list() + "@" + this->root(); }
   /// @return the list file's path
   [[nodiscard]] std::string list() const { return std::string(file(0).list); }
 
  private:
-  static detail::image_file_table parse(const std::filesystem::path& list_path,
-                                        const std::filesystem::path& root);
+  static detail::image_file_table parse(const std::string& list, const std::string& root);
   static void add_line(detail::image_file_table& table, std::string_view line,
-                       const std::string& list, std::size_t number,
-                       const std::filesystem::path& root);
+                       const std::string& list, std::size_t number, const std::string& root);
 };
 
 static_assert(record_source<image_list_source>);

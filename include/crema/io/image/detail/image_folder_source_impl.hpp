@@ -20,6 +20,25 @@
 
 namespace crema {
 
+namespace detail {
+
+[[noreturn]] CREMA_LIBRARY_INLINE void image_folder_unreadable(const std::filesystem::path& path,
+                                                               const std::error_code& error) {
+  fail_with_code<io_error>(error.value(), "image_folder_source: cannot read {}: {}", path.string(),
+                           error.message());
+}
+
+}  // namespace detail
+
+CREMA_LIBRARY_INLINE image_folder_source::image_folder_source(const std::string& root,
+                                                              const image_folder_options& options)
+    : image_folder_source(scan(root, options)) {}
+
+CREMA_LIBRARY_INLINE image_folder_source::image_folder_source(scanned found)
+    : detail::image_file_source<image_folder_source>(std::move(found.root), {},
+                                                     std::move(found.table)),
+      classes_(std::move(found.classes)) {}
+
 CREMA_LIBRARY_INLINE bool image_folder_source::is_image(const std::string& name,
                                                         const image_folder_options& options) {
   return std::any_of(
@@ -32,15 +51,10 @@ CREMA_LIBRARY_INLINE bool image_folder_source::is_image(const std::string& name,
       });
 }
 
-CREMA_LIBRARY_INLINE void image_folder_source::io_failed(const std::filesystem::path& path,
-                                                         const std::error_code& error) {
-  detail::fail_with_code<io_error>(error.value(), "image_folder_source: cannot read {}: {}",
-                                   path.string(), error.message());
-}
-
 CREMA_LIBRARY_INLINE image_folder_source::scanned image_folder_source::scan(
-    const std::filesystem::path& root, const image_folder_options& options) {
+    const std::string& root_name, const image_folder_options& options) {
   namespace fs = std::filesystem;
+  const fs::path root(root_name);
   std::error_code error;
   if (!fs::exists(root, error)) {
     detail::fail<config_error>("image_folder_source: {} does not exist", root.string());
@@ -51,7 +65,7 @@ CREMA_LIBRARY_INLINE image_folder_source::scanned image_folder_source::scan(
   scanned found;
   found.root = root.string();
   fs::directory_iterator classes(root, error);
-  if (error) io_failed(root, error);
+  if (error) detail::image_folder_unreadable(root, error);
   for (const fs::directory_entry& entry : classes) {
     if (entry.is_directory(error)) found.classes.push_back(entry.path().filename().string());
   }
@@ -73,9 +87,9 @@ CREMA_LIBRARY_INLINE image_folder_source::scanned image_folder_source::scan(
     files.clear();
     fs::recursive_directory_iterator walk(class_folder,
                                           fs::directory_options::follow_directory_symlink, error);
-    if (error) io_failed(class_folder, error);
+    if (error) detail::image_folder_unreadable(class_folder, error);
     for (; walk != fs::recursive_directory_iterator(); walk.increment(error)) {
-      if (error) io_failed(class_folder, error);
+      if (error) detail::image_folder_unreadable(class_folder, error);
       const fs::directory_entry& entry = *walk;
       if (entry.is_directory(error)) continue;
       std::string name = entry.path().filename().string();
@@ -83,7 +97,7 @@ CREMA_LIBRARY_INLINE image_folder_source::scanned image_folder_source::scan(
       files.emplace_back(entry.path().parent_path().lexically_relative(root).string(),
                          std::move(name));
     }
-    if (error) io_failed(class_folder, error);
+    if (error) detail::image_folder_unreadable(class_folder, error);
     if (files.empty()) {
       detail::fail<config_error>("image_folder_source: class folder {} holds no image file",
                                  class_folder.string());

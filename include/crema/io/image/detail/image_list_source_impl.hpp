@@ -38,9 +38,8 @@ CREMA_LIBRARY_INLINE std::string shown_list_line(std::string_view line) {
 
 }  // namespace detail
 
-CREMA_LIBRARY_INLINE detail::image_file_table image_list_source::parse(
-    const std::filesystem::path& list_path, const std::filesystem::path& root) {
-  const std::string list = list_path.string();
+CREMA_LIBRARY_INLINE detail::image_file_table image_list_source::parse(const std::string& list,
+                                                                       const std::string& root) {
   image_file_reader reader;
   const std::span<const std::byte> bytes = reader.read(list, "image list");
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -64,7 +63,7 @@ CREMA_LIBRARY_INLINE detail::image_file_table image_list_source::parse(
 CREMA_LIBRARY_INLINE void image_list_source::add_line(detail::image_file_table& table,
                                                       std::string_view line,
                                                       const std::string& list, std::size_t number,
-                                                      const std::filesystem::path& root) {
+                                                      const std::string& root) {
   if (line.empty()) return;
   std::size_t split = line.size();
   while (split > 0 && !detail::is_list_space(line[split - 1])) --split;
@@ -93,7 +92,7 @@ CREMA_LIBRARY_INLINE void image_list_source::add_line(detail::image_file_table& 
                            (!relative.empty() && *relative.begin() == "..");
   if (leaves_root) {
     detail::fail<format_error>("image_list_source: {} line {}: path {} leaves the root {}", list,
-                               number, detail::shown_list_line(path), root.string());
+                               number, detail::shown_list_line(path), root);
   }
   if (relative.empty() || relative == "." || !relative.has_filename()) {
     detail::fail<format_error>("image_list_source: {} line {}: path '{}' names no file", list,
