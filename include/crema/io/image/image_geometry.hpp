@@ -3,8 +3,6 @@
 #include <crema/io/decode_plan.hpp>
 #include <crema/pipeline/sample_context.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 
 /// @file
@@ -51,51 +49,15 @@ struct image_geometry {
   std::size_t out_width = 0;
 };
 
-namespace detail {
-
-// Python's round(): to the nearest, ties to even (the rounding mode's default).
-[[nodiscard]] inline long round_half_even(double value) noexcept {
-  return static_cast<long>(std::nearbyint(value));
-}
-
-}  // namespace detail
-
 /// @brief The window torchvision's RandomResizedCrop.get_params picks, drawing from `rng`
 /// instead of torch's generator: ten tries of an area in [scale_low, scale_high] of the image's
 /// and a log-uniform ratio, kept when it fits; else the centre at the nearest allowed ratio.
-[[nodiscard]] inline pixel_window random_resized_crop_window(std::size_t height, std::size_t width,
-                                                             const random_resized_crop& crop,
-                                                             sample_rng& rng) {
-  const double area = static_cast<double>(height) * static_cast<double>(width);
-  const double log_low = std::log(crop.ratio_low);
-  const double log_high = std::log(crop.ratio_high);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * rng.uniform(crop.scale_low, crop.scale_high);
-    const double ratio = std::exp(rng.uniform(log_low, log_high));
-    const long w = detail::round_half_even(std::sqrt(target * ratio));
-    const long h = detail::round_half_even(std::sqrt(target / ratio));
-    if (w > 0 && h > 0 && static_cast<std::size_t>(w) <= width &&
-        static_cast<std::size_t>(h) <= height) {
-      const auto rows = static_cast<std::size_t>(h);
-      const auto columns = static_cast<std::size_t>(w);
-      const std::size_t top = rng.below(height - rows + 1);
-      const std::size_t left = rng.below(width - columns + 1);
-      return {top, left, rows, columns};
-    }
-  }
-  const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
-  std::size_t rows = height;
-  std::size_t columns = width;
-  if (in_ratio < crop.ratio_low) {
-    rows = static_cast<std::size_t>(
-        std::max(1L, detail::round_half_even(static_cast<double>(width) / crop.ratio_low)));
-  } else if (in_ratio > crop.ratio_high) {
-    columns = static_cast<std::size_t>(
-        std::max(1L, detail::round_half_even(static_cast<double>(height) * crop.ratio_high)));
-  }
-  rows = std::min(rows, height);
-  columns = std::min(columns, width);
-  return {(height - rows) / 2, (width - columns) / 2, rows, columns};
-}
+[[nodiscard]] pixel_window random_resized_crop_window(std::size_t height, std::size_t width,
+                                                      const random_resized_crop& crop,
+                                                      sample_rng& rng);
 
 }  // namespace crema
+
+#if defined(CREMA_HEADER_ONLY)
+#include <crema/io/image/detail/image_geometry_impl.hpp>
+#endif

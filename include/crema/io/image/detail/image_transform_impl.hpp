@@ -3,6 +3,7 @@
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/decode_plan.hpp>
+#include <crema/io/image/detail/round_half_even.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/image/image_window_decoder.hpp>
 #include <crema/io/image/resample.hpp>
