@@ -5,13 +5,13 @@
 #include <crema/collective/topology.hpp>
 #include <crema/collective/tree_collective.hpp>
 #include <crema/core/detail/checked.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/host_threads.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <concepts>
 #include <condition_variable>
 #include <cstddef>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/pointer_queue.hpp>
 #include <crema/core/detail/spin_wait.hpp>
 #include <crema/core/error.hpp>
@@ -7,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <utility>
 

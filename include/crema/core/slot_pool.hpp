@@ -1,6 +1,7 @@
 #pragma once
 
 #include <crema/core/detail/checked.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/index_queue.hpp>
 #include <crema/core/detail/index_stack.hpp>
 #include <crema/core/detail/pointer_queue.hpp>
@@ -8,7 +9,6 @@
 #include <crema/core/error.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -142,8 +142,8 @@ class slot_pool {
   [[nodiscard]] bool polled() const noexcept { return polled_.load(std::memory_order_relaxed); }
 
   /// @brief Makes `release` wake waiting coroutines once per `slots` released slots, or once
-  /// every waiter has a slot where fewer wait (1, the default, wakes one per slot). Whoever waits for what the coroutines make must `kick()`
-  /// first. Call before the pool is shared.
+  /// every waiter has a slot where fewer wait (1, the default, wakes one per slot). Whoever waits
+  /// for what the coroutines make must `kick()` first. Call before the pool is shared.
   void wake_in_groups(std::size_t slots) noexcept { group_ = slots == 0 ? 1 : slots; }
 
   /// @brief Wakes every waiting coroutine with no slot; every later `acquire()` gets none.

@@ -1,11 +1,11 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/detail/pointer_queue.hpp>
 #include <crema/core/error.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <stop_token>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/pipeline/detail/delivery.hpp>
@@ -15,7 +16,6 @@
 #include <crema/pipeline/transform.hpp>
 #include <crema/pipeline/vector_source.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <iterator>
 #include <memory>

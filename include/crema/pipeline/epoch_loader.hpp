@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/error.hpp>
 #include <crema/pipeline/detail/checked_options.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
@@ -7,7 +8,6 @@
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/stats.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -1,9 +1,9 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/pipeline/source.hpp>
 #include <crema/pipeline/source_registry.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -1,11 +1,11 @@
 #pragma once
 
+#include <crema/core/detail/ranges.hpp>
 #include <crema/core/error.hpp>
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>

@@ -1,10 +1,10 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/fmt.hpp>
 #include <crema/core/detail/library_inline.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -8,6 +8,7 @@
 #include <crema/collective/reduction.hpp>
 #include <crema/collective/topology.hpp>
 #include <crema/collective/tree_collective.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/host_threads.hpp>
 
@@ -15,7 +16,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>

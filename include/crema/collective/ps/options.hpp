@@ -1,8 +1,8 @@
 #pragma once
 
 #include <crema/collective/ps/compression.hpp>
+#include <crema/core/detail/chrono.hpp>
 
-#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <vector>

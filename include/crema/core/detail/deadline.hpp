@@ -1,6 +1,6 @@
 #pragma once
 
-#include <chrono>
+#include <crema/core/detail/chrono.hpp>
 
 namespace crema::detail {
 

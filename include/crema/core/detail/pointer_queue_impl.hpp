@@ -1,9 +1,9 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/detail/pointer_queue.hpp>
 
-#include <chrono>
 #include <cstddef>
 
 // The queues' construction, destruction, enqueues and waits: compiled once in libcrema

@@ -1,12 +1,12 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/detail/start_threads.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/thread_pool.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <thread>

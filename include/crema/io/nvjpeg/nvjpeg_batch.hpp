@@ -3,6 +3,7 @@
 #include <crema/core/batch_label.hpp>
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/record_shape.hpp>
 #include <crema/io/image/image_transform.hpp>
@@ -18,7 +19,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>

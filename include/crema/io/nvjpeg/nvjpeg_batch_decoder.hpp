@@ -2,6 +2,7 @@
 
 #include <crema/core/cuda/cuda_try.hpp>
 #include <crema/core/cuda/device.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/record_shape.hpp>
 #include <crema/io/image/image_codec.hpp>
@@ -22,7 +23,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

@@ -1,10 +1,10 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/io/image/image_transform.hpp>
 #include <crema/io/nvjpeg/nvjpeg_library.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>

@@ -1,12 +1,12 @@
 #pragma once
 
 #include <crema/core/detail/checked.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/pipeline/pipeline_options.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/core/thread_pool.hpp>
@@ -14,7 +15,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>

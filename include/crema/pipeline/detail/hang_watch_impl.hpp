@@ -1,10 +1,10 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/pipeline/detail/hang_watch.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <mutex>
 #include <optional>

@@ -1,12 +1,12 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/pipeline/detail/channel_state.hpp>
 #include <crema/pipeline/detail/stall_watch.hpp>
 #include <crema/pipeline/stats.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/batch_slot.hpp>
 #include <crema/pipeline/detail/channel.hpp>
@@ -17,7 +18,6 @@
 #include <crema/pipeline/transform.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/thread_pool.hpp>
 #include <crema/pipeline/detail/channel_state.hpp>
@@ -7,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <exception>
 #include <span>
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/pipeline/detail/channel_state.hpp>
 #include <crema/pipeline/detail/release_poller.hpp>
@@ -10,7 +11,6 @@
 #endif
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <exception>
 

@@ -1,10 +1,10 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/fmt.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/pipeline/stats.hpp>
 
-#include <chrono>
 #include <string>
 
 // pipeline_stats' text: compiled once in libcrema (src/core/), or included by stats.hpp, inline,

@@ -1,9 +1,10 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <thread>

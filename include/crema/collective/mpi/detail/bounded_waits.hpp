@@ -2,12 +2,12 @@
 
 #include <crema/collective/mpi/detail/abandoned_requests.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/deadline.hpp>
 #include <crema/core/error.hpp>
 
 #include <mpi.h>
 
-#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <span>

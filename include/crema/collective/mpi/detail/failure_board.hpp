@@ -2,11 +2,11 @@
 
 #include <crema/collective/mpi/detail/bounded_waits.hpp>
 #include <crema/collective/mpi/detail/reducer_wire.hpp>
+#include <crema/core/detail/chrono.hpp>
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>

@@ -4,11 +4,11 @@
 #include <crema/collective/mpi/detail/failure_board.hpp>
 #include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/mpi/detail/reducer_wire.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 
 #include <mpi.h>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -6,13 +6,13 @@
 #include <crema/collective/ps/compression.hpp>
 #include <crema/collective/ps/mpi/wire.hpp>
 #include <crema/collective/ps/options.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/fmt.hpp>
 #include <crema/core/error.hpp>
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -8,12 +8,12 @@
 #include <crema/collective/ps/mpi/wire.hpp>
 #include <crema/collective/ps/options.hpp>
 #include <crema/collective/ps/update_policy.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/error.hpp>
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -3,11 +3,11 @@
 #include <crema/collective/mpi/detail/mpi_support.hpp>
 #include <crema/collective/ps/compression.hpp>
 #include <crema/collective/ps/options.hpp>
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/error.hpp>
 
 #include <mpi.h>
 
-#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <crema/core/detail/chrono.hpp>
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/error.hpp>
 #include <crema/io/http/http_storage.hpp>
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
