@@ -5,8 +5,6 @@
 #include <crema/io/image/image_file.hpp>
 #include <crema/pipeline/source.hpp>
 
-#include <crema/core/detail/library_inline.hpp>
-
 #include <string>
 #include <vector>
 
