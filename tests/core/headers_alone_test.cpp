@@ -3,6 +3,7 @@
 // inline by the headers. This program links {fmt}, concurrentqueue and threads only.
 #include <crema/core/detail/library_inline.hpp>
 #include <crema/core/thread_pool.hpp>
+#include <crema/pipeline/detail/producer_task.hpp>
 #include <crema/pipeline/double_buffered_pipeline.hpp>
 #include <crema/pipeline/vector_source.hpp>
 
@@ -11,8 +12,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <coroutine>
-#include <exception>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -22,17 +21,7 @@ static_assert(CREMA_CORE_IN_HEADERS, "this test is of the core without libcrema"
 
 namespace {
 
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
-
-detached count_on(crema::thread_pool& pool, std::atomic<int>& done) {
+crema::detail::producer_task count_on(crema::thread_pool& pool, std::atomic<int>& done) {
   co_await pool.schedule();
   done.fetch_add(1);
 }
@@ -44,7 +33,7 @@ TEST_SUITE("the core's headers alone") {
     std::atomic<int> done{0};
     {
       crema::thread_pool pool(2);
-      for (int i = 0; i < 100; ++i) count_on(pool, done);
+      for (int i = 0; i < 100; ++i) count_on(pool, done).coroutine.resume();
       while (done.load() < 100) std::this_thread::yield();
     }
     CHECK(done.load() == 100);
